@@ -108,10 +108,11 @@ type WriteOptions struct {
 // memory-mapped read-only. Open one with OpenFile.
 type File struct {
 	Header
-	path string
-	f    *os.File
-	size int64  // file size in bytes
-	mmap []byte // the whole file mapped read-only; nil for an empty data section
+	path   string
+	f      *os.File
+	size   int64          // file size in bytes
+	mmap   []byte         // the whole file mapped read-only; nil for an empty data section
+	byName map[string]int // tensor name -> index in Tensors
 }
 
 // osFile is the open file behind a File, for the writer's copy path.
