@@ -1,0 +1,71 @@
+// Command sfsurgery prunes LLaMA-family safetensors checkpoints to 2:4
+// sparsity, writes them in the formats sparse kernels and serving engines
+// read, and verifies every byte it writes.
+//
+// Exit codes: 0 success, 1 a verification failed, 2 the command could not
+// run (bad input, bad flags, I/O error, interrupted).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes, documented in the README and the verify help.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the checked property does not hold
+	exitError  = 2 // could not run
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line and returns the process exit code.
+func run(ctx context.Context, args []string) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var failed *failedError
+	if errors.As(err, &failed) {
+		if failed.msg != "" {
+			fmt.Fprintln(os.Stderr, "sfsurgery: "+failed.msg)
+		}
+		return exitFailed
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "sfsurgery: interrupted; nothing was written at the output path")
+		return exitError
+	}
+	fmt.Fprintln(os.Stderr, "sfsurgery: "+oneLine(err.Error()))
+	return exitError
+}
+
+// failedError marks a command that ran to the end and found that what it
+// checked does not hold (exit code 1).
+type failedError struct{ msg string }
+
+func (e *failedError) Error() string { return e.msg }
+
+// oneLine keeps an error message on one line.
+func oneLine(s string) string {
+	out := []rune{}
+	for _, r := range s {
+		if r == '\n' || r == '\r' {
+			r = ' '
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}

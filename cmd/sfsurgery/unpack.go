@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/spf13/cobra"
+)
+
+func newUnpackCmd() *cobra.Command {
+	var out string
+	var force, quiet bool
+	var workers int
+	cmd := &cobra.Command{
+		Use:   "unpack <checkpoint>",
+		Short: "Turn ampere or bitmask output back into dense weights",
+		Long: `unpack decodes every P.packed/P.meta (ampere) or P.compressed/P.bitmask
+(compressed-tensors sparse-24-bitmask, from sfsurgery or other tools) back
+into a dense P.weight. The output is byte-identical to what
+'prune --format dense' writes for the same original checkpoint.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeCheckpoint,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ck, err := checkpoint.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer ck.Close()
+			plan, err := surgery.NewUnpackPlan(ck, toolVersion())
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				out = defaultUnpackOutput(args[0])
+			}
+			size, err := plan.OutputSize()
+			if err != nil {
+				return err
+			}
+			bar := newProgress(size, "unpacking", quiet)
+			_, err = plan.Write(cmd.Context(), out, checkpoint.WriteOptions{Workers: workers, Force: force, Progress: bar.fn()})
+			bar.finish()
+			if err != nil {
+				return err
+			}
+			if !quiet {
+				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d weights decoded to dense\n", out, len(plan.Targets))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output path (default: input with -dense added)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing output")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary")
+	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "tensors processed at once")
+	return cmd
+}
+
+// defaultUnpackOutput adds -dense to the input's name.
+func defaultUnpackOutput(input string) string {
+	input = filepath.Clean(input)
+	if filepath.Base(input) == checkpoint.IndexName {
+		input = filepath.Dir(input)
+	}
+	if s, ok := strings.CutSuffix(input, ".safetensors"); ok {
+		return s + "-dense.safetensors"
+	}
+	return input + "-dense"
+}

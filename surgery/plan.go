@@ -1,0 +1,279 @@
+package surgery
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/prune24"
+)
+
+// Sentinel errors of planning, testable with errors.Is.
+var (
+	// ErrNoTargets: no tensor of the checkpoint matched the selector.
+	ErrNoTargets = errors.New("no tensor matches the targets")
+	// ErrUnsupported: a target cannot be pruned (dtype, rank or shape).
+	ErrUnsupported = errors.New("target cannot be pruned")
+)
+
+// Options control planning.
+type Options struct {
+	Format   Format
+	Selector *Selector
+	// Strict makes a target that fails the format's shape guard an error
+	// instead of a tensor left dense and listed in the report.
+	Strict bool
+	// SkipUnsupported leaves targets of an unsupported dtype or rank
+	// unchanged (listed in the report) instead of failing.
+	SkipUnsupported bool
+	// Version is the tool version recorded in the manifest.
+	Version string
+}
+
+// TensorPlan is what happens to one target.
+type TensorPlan struct {
+	Name  string           `json:"name"`
+	Shard string           `json:"shard"`
+	DType checkpoint.DType `json:"dtype"`
+	Shape []int64          `json:"shape"`
+	// Rule is the pattern applied, "2:4" or "1:2"; empty when skipped.
+	Rule string `json:"rule,omitempty"`
+	// Skip says why the tensor was left unchanged; empty when pruned.
+	Skip string `json:"skip,omitempty"`
+	// Outputs are the names of the tensors written for it.
+	Outputs []string `json:"outputs"`
+	// Stats is filled in while the output is written.
+	Stats prune24.Stats `json:"-"`
+}
+
+// Plan is a planned prune: every target and what happens to it, and the
+// output shards ready to write.
+type Plan struct {
+	Input   *checkpoint.Checkpoint
+	Options Options
+	// Targets lists every tensor that matched the selector, by name.
+	Targets []*TensorPlan
+	shards  []checkpoint.Shard
+	config  []byte // the output config.json; nil when there is none
+	single  bool   // the input is one .safetensors file
+	// noReport is set for unpack, whose output is a plain dense
+	// checkpoint with no prune report.
+	noReport bool
+}
+
+// Single reports whether the input (and so the output) is one
+// .safetensors file rather than a model directory.
+func (p *Plan) Single() bool { return p.single }
+
+// Pruned returns the number of targets that are pruned.
+func (p *Plan) Pruned() int {
+	n := 0
+	for _, t := range p.Targets {
+		if t.Skip == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// NewPlan decides what prune does to ck. It reads only headers.
+func NewPlan(ck *checkpoint.Checkpoint, opt Options) (*Plan, error) {
+	if opt.Selector == nil {
+		sel, err := NewSelector(nil, nil, ScopeAll)
+		if err != nil {
+			return nil, err
+		}
+		opt.Selector = sel
+	}
+	if _, err := ParseFormat(string(opt.Format)); err != nil {
+		return nil, err
+	}
+	p := &Plan{Input: ck, Options: opt, single: isSingleFile(ck.Path)}
+	for _, s := range ck.Shards {
+		shard, err := p.planShard(s)
+		if err != nil {
+			return nil, err
+		}
+		p.shards = append(p.shards, shard)
+	}
+	if len(p.Targets) == 0 {
+		return nil, fmt.Errorf("%s: %w %s; the checkpoint holds: %s",
+			ck.Path, ErrNoTargets, opt.Selector, summarizeNames(ck.Names()))
+	}
+	sort.Slice(p.Targets, func(i, j int) bool { return p.Targets[i].Name < p.Targets[j].Name })
+	if !p.single && ck.Config != nil {
+		cfg, err := p.outputConfig()
+		if err != nil {
+			return nil, err
+		}
+		p.config = cfg
+	}
+	return p, nil
+}
+
+// planShard builds the output specs of one input shard.
+func (p *Plan) planShard(s *checkpoint.File) (checkpoint.Shard, error) {
+	out := checkpoint.Shard{Name: filepath.Base(s.Path())}
+	man := &Manifest{Tool: "sfsurgery", Version: p.Options.Version, Format: p.Options.Format,
+		Rule: RuleDescription, Targets: map[string]string{}}
+	for _, info := range s.Tensors {
+		if !p.Options.Selector.Match(info.Name) {
+			out.Tensors = append(out.Tensors, copySpec(s, info))
+			continue
+		}
+		tp := &TensorPlan{Name: info.Name, Shard: out.Name, DType: info.DType, Shape: info.Shape}
+		p.Targets = append(p.Targets, tp)
+		tgt, reason, err := p.checkTarget(s, info, tp)
+		if err != nil {
+			return out, err
+		}
+		if reason != "" {
+			tp.Skip = reason
+			tp.Outputs = []string{info.Name}
+			out.Tensors = append(out.Tensors, copySpec(s, info))
+			continue
+		}
+		tp.Rule = tgt.rule.String()
+		man.Targets[info.Name] = tp.Rule
+		specs := p.targetSpecs(tgt)
+		for _, sp := range specs {
+			tp.Outputs = append(tp.Outputs, sp.Name)
+		}
+		out.Tensors = append(out.Tensors, specs...)
+	}
+	out.Metadata = map[string]string{}
+	for k, v := range s.Metadata {
+		out.Metadata[k] = v
+	}
+	out.Metadata[MetadataKey] = man.encode()
+	return out, nil
+}
+
+// checkTarget decides whether a matched tensor can be pruned in the
+// chosen format. It returns the target, or a reason to leave it dense, or
+// an error.
+func (p *Plan) checkTarget(s *checkpoint.File, info checkpoint.TensorInfo, tp *TensorPlan) (*target, string, error) {
+	where := fmt.Sprintf("%s: tensor %q", s.Path(), info.Name)
+	dt, ok := prune24.DTypeOf(string(info.DType))
+	if !ok {
+		reason := fmt.Sprintf("dtype %s is not BF16, F16 or F32", info.DType)
+		if p.Options.SkipUnsupported {
+			return nil, reason, nil
+		}
+		return nil, "", fmt.Errorf("%s: %w: %s (use --skip-unsupported to leave it dense)", where, ErrUnsupported, reason)
+	}
+	if len(info.Shape) != 2 {
+		reason := fmt.Sprintf("shape %v is not a matrix", info.Shape)
+		if p.Options.SkipUnsupported {
+			return nil, reason, nil
+		}
+		return nil, "", fmt.Errorf("%s: %w: %s (use --skip-unsupported to leave it dense)", where, ErrUnsupported, reason)
+	}
+	rows, cols := info.Shape[0], info.Shape[1]
+	if cols%4 != 0 {
+		return nil, "", fmt.Errorf("%s: %w: input dimension %d is not a multiple of 4", where, ErrUnsupported, cols)
+	}
+	if rows > 1<<31 || cols > 1<<31 || rows*cols > 1<<40 {
+		return nil, "", fmt.Errorf("%s: %w: shape %v is too large", where, ErrUnsupported, info.Shape)
+	}
+	t := &target{plan: tp, file: s, info: info, dt: dt, rows: int(rows), cols: int(cols),
+		rule: prune24.Rule24, align: 1}
+	var guard error
+	switch p.Options.Format {
+	case FormatAmpere:
+		guard = prune24.AmpereShapeError(dt, t.rows, t.cols)
+		t.align = 32
+		if dt == prune24.F32 {
+			t.rule = prune24.Rule12
+		}
+	case FormatBitmask:
+		guard = prune24.BitmaskShapeError(t.rows, t.cols)
+	}
+	if guard != nil {
+		if p.Options.Strict {
+			return nil, "", fmt.Errorf("%s: %w: %v (--strict)", where, ErrUnsupported, guard)
+		}
+		return nil, fmt.Sprintf("shape %v fails the %s format's guard: %v", info.Shape, p.Options.Format, guard), nil
+	}
+	return t, "", nil
+}
+
+// targetSpecs returns the output tensors of one pruned target.
+func (p *Plan) targetSpecs(t *target) []checkpoint.TensorSpec {
+	base := strings.TrimSuffix(t.info.Name, ".weight")
+	shape := checkpoint.TensorSpec{Name: base + ".shape", DType: checkpoint.I64, Shape: []int64{2, 1},
+		Src: shapeTensor(t.rows, t.cols)}
+	r := int64(t.rows)
+	switch p.Options.Format {
+	case FormatAmpere:
+		pb, mb := prune24.AmpereSizes(t.dt, t.rows, t.cols)
+		return []checkpoint.TensorSpec{
+			{Name: base + ".packed", DType: t.info.DType, Shape: []int64{r, int64(pb) / r / int64(t.dt.Size())}, Src: packedSource{t}},
+			{Name: base + ".meta", DType: checkpoint.I16, Shape: []int64{r, int64(mb) / r / 2}, Src: metaSource{t}},
+			shape,
+		}
+	case FormatBitmask:
+		cb, mb := prune24.BitmaskSizes(t.dt, t.rows, t.cols)
+		return []checkpoint.TensorSpec{
+			{Name: base + ".compressed", DType: t.info.DType, Shape: []int64{r, int64(cb) / r / int64(t.dt.Size())}, Src: compressedSource{t}},
+			{Name: base + ".bitmask", DType: checkpoint.U8, Shape: []int64{r, int64(mb) / r}, Src: bitmaskSource{t}},
+			shape,
+		}
+	}
+	return []checkpoint.TensorSpec{{Name: t.info.Name, DType: t.info.DType, Shape: t.info.Shape, Src: denseSource{t}}}
+}
+
+// copySpec passes a tensor through unchanged.
+func copySpec(s *checkpoint.File, info checkpoint.TensorInfo) checkpoint.TensorSpec {
+	return checkpoint.TensorSpec{Name: info.Name, DType: info.DType, Shape: info.Shape,
+		Src: checkpoint.FileRange{File: s, Tensor: info}}
+}
+
+// isSingleFile reports whether path names one .safetensors file.
+func isSingleFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && strings.HasSuffix(path, ".safetensors")
+}
+
+// summarizeNames lists tensor names compactly for an error message,
+// folding layer numbers: model.layers.N.mlp.up_proj.weight ×32.
+func summarizeNames(names []string) string {
+	counts := map[string]int{}
+	var order []string
+	for _, n := range names {
+		k := foldLayer(n)
+		if counts[k] == 0 {
+			order = append(order, k)
+		}
+		counts[k]++
+	}
+	parts := make([]string, 0, len(order))
+	for _, k := range order {
+		if counts[k] > 1 {
+			parts = append(parts, fmt.Sprintf("%s ×%d", k, counts[k]))
+		} else {
+			parts = append(parts, k)
+		}
+	}
+	const most = 24
+	if len(parts) > most {
+		parts = append(parts[:most], fmt.Sprintf("… %d more", len(parts)-most))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// foldLayer replaces the first all-digit dotted component with N.
+func foldLayer(name string) string {
+	parts := strings.Split(name, ".")
+	for i, s := range parts {
+		if s != "" && strings.Trim(s, "0123456789") == "" {
+			parts[i] = "N"
+			break
+		}
+	}
+	return strings.Join(parts, ".")
+}

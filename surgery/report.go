@@ -1,0 +1,73 @@
+package surgery
+
+import (
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/prune24"
+)
+
+// Report is the outcome of a prune, written as JSON beside the output.
+type Report struct {
+	Tool    string `json:"tool"`
+	Version string `json:"version"`
+	Input   string `json:"input"`
+	Output  string `json:"output"`
+	Format  Format `json:"format"`
+	Rule    string `json:"rule"`
+	// Pruned and Skipped count targets.
+	Pruned  int `json:"pruned"`
+	Skipped int `json:"skipped"`
+	// BytesIn and BytesOut are the sizes of the input's and the output's
+	// tensors (headers excluded).
+	BytesIn  int64 `json:"bytes_in"`
+	BytesOut int64 `json:"bytes_out"`
+	// KeptFraction is Σ|kept| / Σ|all| over every pruned weight.
+	KeptFraction float64 `json:"kept_magnitude_fraction"`
+	// Worst is the pruned weight with the smallest kept fraction.
+	Worst   *TensorReport  `json:"worst,omitempty"`
+	Tensors []TensorReport `json:"tensors"`
+}
+
+// TensorReport is the outcome for one target.
+type TensorReport struct {
+	TensorPlan
+	KeptFraction float64 `json:"kept_magnitude_fraction,omitempty"`
+}
+
+// report summarizes the plan after its tensors were written.
+func (p *Plan) report(out string) *Report {
+	r := &Report{Tool: "sfsurgery", Version: p.Options.Version, Input: p.Input.Path, Output: out,
+		Format: p.Options.Format, Rule: RuleDescription, Tensors: []TensorReport{}}
+	var all prune24.Stats
+	for _, t := range p.Targets {
+		tr := TensorReport{TensorPlan: *t}
+		if t.Skip != "" {
+			r.Skipped++
+		} else {
+			r.Pruned++
+			all.Add(t.Stats)
+			tr.KeptFraction = t.Stats.Fraction()
+			if r.Worst == nil || tr.KeptFraction < r.Worst.KeptFraction {
+				w := tr
+				r.Worst = &w
+			}
+		}
+		r.Tensors = append(r.Tensors, tr)
+	}
+	r.KeptFraction = all.Fraction()
+	r.BytesIn = p.Input.TotalSize()
+	for _, s := range p.shards {
+		for _, t := range s.Tensors {
+			r.BytesOut += specSize(t)
+		}
+	}
+	return r
+}
+
+// specSize is the byte size of a tensor spec.
+func specSize(t checkpoint.TensorSpec) int64 {
+	n := int64(t.DType.Bits())
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n / 8
+}

@@ -1,0 +1,240 @@
+// Package synth writes synthetic LLaMA-shaped checkpoints: real tensor
+// names, shapes and shard layout, random weights. They stand in for real
+// models where none can be downloaded (benchmarks, the GPU machine).
+package synth
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+)
+
+// Arch is the shape of a LLaMA-family model.
+type Arch struct {
+	Name         string
+	Hidden       int
+	Intermediate int
+	Heads        int
+	KVHeads      int
+	Layers       int
+	Vocab        int
+}
+
+// Archs returns the known shapes by name: tinyllama (TinyLlama 1.1B),
+// llama3-8b and llama3-70b.
+func Archs() map[string]Arch {
+	return map[string]Arch{
+		"tinyllama":  {Name: "tinyllama", Hidden: 2048, Intermediate: 5632, Heads: 32, KVHeads: 4, Layers: 22, Vocab: 32000},
+		"llama3-8b":  {Name: "llama3-8b", Hidden: 4096, Intermediate: 14336, Heads: 32, KVHeads: 8, Layers: 32, Vocab: 128256},
+		"llama3-70b": {Name: "llama3-70b", Hidden: 8192, Intermediate: 28672, Heads: 64, KVHeads: 8, Layers: 80, Vocab: 128256},
+	}
+}
+
+// ArchNames lists Archs' names, sorted.
+func ArchNames() []string {
+	var n []string
+	for k := range Archs() {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Options control Write.
+type Options struct {
+	// Layers overrides the number of decoder layers (0: the model's).
+	Layers int
+	// DType is BF16, F16 or F32.
+	DType checkpoint.DType
+	// MaxShardBytes splits the output into shards (0: 5 GB, as HF).
+	MaxShardBytes int64
+	// Seed seeds the weights.
+	Seed uint64
+	// NoEmbeddings leaves out embed_tokens and lm_head (they are large
+	// and never pruned).
+	NoEmbeddings bool
+	Write        checkpoint.WriteOptions
+}
+
+// Tensors returns the specs of arch's weights with random contents.
+func Tensors(a Arch, opt Options) ([]checkpoint.TensorSpec, error) {
+	if opt.DType == "" {
+		opt.DType = checkpoint.BF16
+	}
+	if opt.DType != checkpoint.BF16 && opt.DType != checkpoint.F16 && opt.DType != checkpoint.F32 {
+		return nil, fmt.Errorf("synth: dtype %s is not BF16, F16 or F32", opt.DType)
+	}
+	layers := a.Layers
+	if opt.Layers > 0 {
+		layers = opt.Layers
+	}
+	h, kv := int64(a.Hidden), int64(a.Hidden/a.Heads*a.KVHeads)
+	in := int64(a.Intermediate)
+	var specs []checkpoint.TensorSpec
+	seed := opt.Seed
+	add := func(name string, shape ...int64) {
+		seed++
+		specs = append(specs, checkpoint.TensorSpec{Name: name, DType: opt.DType, Shape: shape,
+			Src: randomSource{dt: opt.DType, n: product(shape), seed: seed, norm: len(shape) == 1}})
+	}
+	if !opt.NoEmbeddings {
+		add("model.embed_tokens.weight", int64(a.Vocab), h)
+		add("lm_head.weight", int64(a.Vocab), h)
+	}
+	add("model.norm.weight", h)
+	for l := range layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		add(p+"input_layernorm.weight", h)
+		add(p+"post_attention_layernorm.weight", h)
+		add(p+"self_attn.q_proj.weight", h, h)
+		add(p+"self_attn.k_proj.weight", kv, h)
+		add(p+"self_attn.v_proj.weight", kv, h)
+		add(p+"self_attn.o_proj.weight", h, h)
+		add(p+"mlp.gate_proj.weight", in, h)
+		add(p+"mlp.up_proj.weight", in, h)
+		add(p+"mlp.down_proj.weight", h, in)
+	}
+	return specs, nil
+}
+
+// Write writes a synthetic model directory at dir: shards, index and a
+// config.json.
+func Write(ctx context.Context, dir string, a Arch, opt Options) error {
+	specs, err := Tensors(a, opt)
+	if err != nil {
+		return err
+	}
+	if opt.MaxShardBytes == 0 {
+		opt.MaxShardBytes = 5 << 30
+	}
+	shards := checkpoint.Reshard(specs, opt.MaxShardBytes)
+	for i := range shards {
+		shards[i].Metadata = map[string]string{"format": "pt"}
+	}
+	layers := a.Layers
+	if opt.Layers > 0 {
+		layers = opt.Layers
+	}
+	cfg := map[string]any{
+		"architectures": []string{"LlamaForCausalLM"}, "model_type": "llama",
+		"hidden_size": a.Hidden, "intermediate_size": a.Intermediate, "num_attention_heads": a.Heads,
+		"num_key_value_heads": a.KVHeads, "num_hidden_layers": layers, "vocab_size": a.Vocab,
+		"torch_dtype": dtypeName(opt.DType), "sfsurgery_synthetic": a.Name,
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	out := &checkpoint.Output{Shards: shards, Index: len(shards) > 1,
+		Files: []checkpoint.ExtraFile{{Name: "config.json", Data: append(b, '\n')}}}
+	return checkpoint.WriteDir(ctx, dir, out, &opt.Write)
+}
+
+func dtypeName(d checkpoint.DType) string {
+	return map[checkpoint.DType]string{checkpoint.BF16: "bfloat16", checkpoint.F16: "float16", checkpoint.F32: "float32"}[d]
+}
+
+func product(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// randomSource writes n random elements: weights roughly N(0, 0.02²)
+// (a sum of uniforms), norm weights near 1.
+type randomSource struct {
+	dt   checkpoint.DType
+	n    int64
+	seed uint64
+	norm bool
+}
+
+// WriteTo streams the elements in 1 MiB chunks.
+func (s randomSource) WriteTo(w io.Writer) (int64, error) {
+	rng := rand.New(rand.NewPCG(s.seed, 0x2f4))
+	size := int64(s.dt.Bits() / 8)
+	buf := make([]byte, 1<<20)
+	var written int64
+	for written < s.n*size {
+		chunk := buf[:min(int64(len(buf)), s.n*size-written)]
+		for i := 0; i < len(chunk); i += int(size) {
+			u := rng.Uint64()
+			// Three 16-bit uniforms summed: bell-shaped in (-1.5, 1.5).
+			v := (float32(u&0xFFFF)+float32(u>>16&0xFFFF)+float32(u>>32&0xFFFF))/65536 - 1.5
+			v *= 0.02
+			if s.norm {
+				v = 1 + v
+			}
+			putElem(chunk[i:], v, s.dt)
+		}
+		k, err := w.Write(chunk)
+		written += int64(k)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+func putElem(b []byte, v float32, dt checkpoint.DType) {
+	switch dt {
+	case checkpoint.F32:
+		binary.LittleEndian.PutUint32(b, math.Float32bits(v))
+	case checkpoint.BF16:
+		u := math.Float32bits(v)
+		binary.LittleEndian.PutUint16(b, uint16((u+0x7FFF+(u>>16&1))>>16))
+	default:
+		binary.LittleEndian.PutUint16(b, f16bits(v))
+	}
+}
+
+// f16bits rounds a small finite float32 to IEEE half (round to nearest
+// even; values here are far from overflow).
+func f16bits(v float32) uint16 {
+	u := math.Float32bits(v)
+	sign := uint16(u>>16) & 0x8000
+	exp := int(u>>23&0xFF) - 127 + 15
+	mant := u & 0x7FFFFF
+	switch {
+	case exp >= 31:
+		return sign | 0x7C00
+	case exp <= 0:
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint(14 - exp)
+		h := mant >> shift
+		rem := mant & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || (rem == half && h&1 == 1) {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1FFF
+	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+		h++
+	}
+	return sign | uint16(h)
+}
+
+// ParseArch looks an Arch up by name.
+func ParseArch(name string) (Arch, error) {
+	a, ok := Archs()[strings.ToLower(name)]
+	if !ok {
+		return Arch{}, fmt.Errorf("unknown model shape %q (want one of %s)", name, strings.Join(ArchNames(), ", "))
+	}
+	return a, nil
+}

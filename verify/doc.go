@@ -1,0 +1,18 @@
+// Package verify proves a pruned checkpoint right. For every target
+// weight it checks that
+//
+//  1. the weight is valid 2:4 (or 1:2 where the manifest says so);
+//  2. a compressed form decodes exactly and re-encodes to the same bytes
+//     (meta nibbles only 0x4 0x8 0x9 0xC 0xD 0xE, bitmask groups exactly
+//     two bits);
+//  3. with the original checkpoint, kept values are bit-exact, the kept
+//     set is the one the rule picks, and every other tensor is
+//     byte-identical;
+//  4. numerically, Y = W·X computed straight from the compressed form
+//     (each group decoded through its metadata, the way the tensor core
+//     does) equals the pruned dense product, in float64 on the CPU, or on
+//     the GPU's sparse tensor cores against cuBLASLt (see [Options.Device]).
+//
+// A Report says which checks passed per tensor. Run returns an error only
+// when the verification could not run at all.
+package verify
