@@ -1,0 +1,239 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file holds what makes the writers atomic and safe: temporary
+// names, no-clobber and exchanging renames, directory syncs, and the
+// checks that keep an output off its inputs.
+
+// tempTries bounds the attempts at a fresh temporary name.
+const tempTries = 10000
+
+// tempName returns dir/prefix followed by random digits.
+func tempName(dir, prefix string) string {
+	return filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64()%1e12, 10))
+}
+
+// createTemp creates a new file dir/prefix* with mode perm (less the
+// umask, unlike os.CreateTemp's 0600), open for reading and writing.
+func createTemp(dir, prefix string, perm os.FileMode) (*os.File, string, error) {
+	for range tempTries {
+		name := tempName(dir, prefix)
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+	return nil, "", &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
+}
+
+// mkdirTemp creates a new directory dir/prefix* with mode 0777 less the
+// umask, unlike os.MkdirTemp's 0700.
+func mkdirTemp(dir, prefix string) (string, error) {
+	for range tempTries {
+		name := tempName(dir, prefix)
+		err := os.Mkdir(name, 0o777)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return name, err
+	}
+	return "", &fs.PathError{Op: "mkdirtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
+}
+
+// renameNoReplace renames from to to, failing with an error that wraps
+// fs.ErrExist if to exists (even as an empty directory, which a plain
+// rename would replace). Where the file system lacks RENAME_NOREPLACE it
+// falls back to a check and a rename, which has a window for a race.
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if err == nil {
+		return nil
+	}
+	if err != unix.EINVAL && err != unix.ENOSYS && err != unix.EOPNOTSUPP {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	if _, err := os.Lstat(to); err == nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: fs.ErrExist}
+	}
+	return os.Rename(from, to)
+}
+
+// replaceDir puts the directory from in the place of the existing
+// directory to, so that to names either the old or the new directory at
+// every moment, and returns where the old one now is, for the caller to
+// remove. It exchanges the two atomically (RENAME_EXCHANGE) where the file
+// system can, and otherwise renames the old one aside first, moving it
+// back if the second rename fails.
+func replaceDir(from, to string) (old string, err error) {
+	err = unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_EXCHANGE)
+	if err == nil {
+		return from, nil
+	}
+	if err != unix.EINVAL && err != unix.ENOSYS && err != unix.EOPNOTSUPP {
+		return "", &os.LinkError{Op: "exchange", Old: from, New: to, Err: err}
+	}
+	return replaceDirByRenames(from, to)
+}
+
+// replaceDirByRenames is replaceDir with two renames instead of an
+// exchange.
+func replaceDirByRenames(from, to string) (string, error) {
+	dir, base := filepath.Split(to)
+	if dir == "" {
+		dir = "."
+	}
+	for range tempTries {
+		aside := tempName(dir, "."+base+".old-")
+		if err := renameNoReplace(to, aside); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			return "", err
+		}
+		if err := os.Rename(from, to); err != nil {
+			if rerr := os.Rename(aside, to); rerr != nil {
+				return "", fmt.Errorf("%w (and moving the old directory back from %s failed: %v)", err, aside, rerr)
+			}
+			return "", err
+		}
+		return aside, nil
+	}
+	return "", &fs.PathError{Op: "rename aside", Path: to, Err: fs.ErrExist}
+}
+
+// syncDir fsyncs the directory dir, so that entries created or renamed in
+// it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// checkDestination fails with ErrExist when path exists and force is not
+// set, and when it exists as the wrong kind of file (a directory where a
+// file is written or the reverse), even with force.
+func checkDestination(path string, force, wantDir bool) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return osError(path, err)
+	}
+	if !force {
+		return &Error{File: path, Off: -1, Err: ErrExist}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return osError(path, err)
+	}
+	switch {
+	case wantDir && !fi.IsDir():
+		return &Error{File: path, Off: -1, Err: ErrExist, Detail: "exists and is not a directory; not replacing it"}
+	case !wantDir && !fi.Mode().IsRegular():
+		return &Error{File: path, Off: -1, Err: ErrExist, Detail: "exists and is not a regular file; not replacing it"}
+	}
+	return nil
+}
+
+// protectedPaths returns the paths an output may not touch: protect, the
+// files that FileRange sources in specs read from, and the From of extra
+// files.
+func protectedPaths(protect []string, specs [][]TensorSpec, extra []ExtraFile) []string {
+	paths := append([]string(nil), protect...)
+	for _, ss := range specs {
+		for _, s := range ss {
+			var f *File
+			switch src := s.Src.(type) {
+			case FileRange:
+				f = src.File
+			case *FileRange:
+				if src != nil {
+					f = src.File
+				}
+			}
+			if f != nil && f.path != "" {
+				paths = append(paths, f.path)
+			}
+		}
+	}
+	for _, e := range extra {
+		if e.Data == nil && e.From != "" {
+			paths = append(paths, e.From)
+		}
+	}
+	return paths
+}
+
+// checkProtected fails with ErrOverwriteInput when out is one of
+// protected (by name after resolving symbolic links, or as the same file),
+// lies inside one of them, or contains one of them.
+func checkProtected(out string, protected []string) error {
+	outPath := resolvePath(out)
+	outInfo, outErr := os.Stat(out)
+	for _, p := range protected {
+		if p == "" {
+			continue
+		}
+		pPath := resolvePath(p)
+		detail := ""
+		switch {
+		case pPath == outPath:
+			detail = "it is the input " + p
+		case within(outPath, pPath):
+			detail = "it lies inside the input directory " + p
+		case within(pPath, outPath):
+			detail = "it contains the input " + p
+		case outErr == nil:
+			if pInfo, err := os.Stat(p); err == nil && os.SameFile(outInfo, pInfo) {
+				detail = "it is the same file as the input " + p
+			}
+		}
+		if detail != "" {
+			return &Error{File: out, Off: -1, Err: ErrOverwriteInput, Detail: detail}
+		}
+	}
+	return nil
+}
+
+// resolvePath returns the absolute form of p with symbolic links resolved
+// as far as p exists.
+func resolvePath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		abs = filepath.Clean(p)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	dir, base := filepath.Split(abs)
+	dir = filepath.Clean(dir)
+	if dir == abs || base == "" {
+		return abs
+	}
+	return filepath.Join(resolvePath(dir), base)
+}
+
+// within reports whether the clean absolute path child lies strictly
+// inside the directory parent.
+func within(child, parent string) bool {
+	rel, err := filepath.Rel(parent, child)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
