@@ -1,0 +1,45 @@
+package prune24
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchRows and benchCols are the shape of the benchmark matrices, a
+// typical LLM projection.
+const benchRows, benchCols = 4096, 4096
+
+// weights returns a rows×cols matrix of dt with normally distributed
+// values of standard deviation 0.02, as in a trained LLM layer.
+func weights(dt DType, rows, cols int, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, rows*cols*dt.Size())
+	for i := 0; i < rows*cols; i++ {
+		putBits(b, i, dt, fromFloat32(float32(rng.NormFloat64()*0.02), dt))
+	}
+	return b
+}
+
+func benchPrune(b *testing.B, dt DType, rule Rule) {
+	src := weights(dt, benchRows, benchCols, 1)
+	dst := make([]byte, len(src))
+	b.SetBytes(int64(len(src)))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := Prune(dst, src, dt, benchCols, 0, rule); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPrune(b *testing.B) {
+	for _, c := range []struct {
+		dt   DType
+		rule Rule
+	}{{BF16, Rule24}, {F16, Rule24}, {F32, Rule24}, {F32, Rule12}} {
+		b.Run(c.dt.String()+"/"+c.rule.String(), func(b *testing.B) { benchPrune(b, c.dt, c.rule) })
+	}
+}
+
+var _ = math.Pi
