@@ -1,0 +1,197 @@
+package verify_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/verify"
+)
+
+const testdataModel = "../testdata/tiny-llama-bf16"
+
+// pruned writes testdata pruned in format f into a temp dir.
+func pruned(t *testing.T, f surgery.Format) string {
+	t.Helper()
+	ck, err := checkpoint.Open(testdataModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	p, err := surgery.NewPlan(ck, surgery.Options{Format: f, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), string(f))
+	if _, err := p.Write(context.Background(), out, checkpoint.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// run verifies dir against testdata.
+func run(t *testing.T, dir string, withOriginal bool) *verify.Report {
+	t.Helper()
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	opt := verify.Options{Device: "cpu", Tokens: 4, Seed: 3}
+	if withOriginal {
+		o, err := checkpoint.Open(testdataModel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		opt.Original = o
+	}
+	rep, err := verify.Run(context.Background(), ck, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// patch rewrites byte off of tensor name (in whatever shard holds it)
+// with fn.
+func patch(t *testing.T, dir, name string, off int64, fn func(byte) byte) {
+	t.Helper()
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, info, ok := ck.Lookup(name)
+	if !ok {
+		t.Fatalf("no tensor %s", name)
+	}
+	path, pos := f.Path(), f.DataOffset+info.Begin+off
+	ck.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[pos] = fn(b[pos])
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failedTensors returns the tensors whose results failed, with the
+// names of the failed checks.
+func failedTensors(rep *verify.Report) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range rep.Results {
+		for _, c := range r.Checks {
+			if !c.OK {
+				out[r.Tensor] = append(out[r.Tensor], c.Name)
+			}
+		}
+	}
+	return out
+}
+
+func TestCleanOutputsPass(t *testing.T) {
+	for _, f := range []surgery.Format{surgery.FormatAmpere, surgery.FormatBitmask, surgery.FormatDense} {
+		for _, orig := range []bool{false, true} {
+			rep := run(t, pruned(t, f), orig)
+			if !rep.OK || rep.Failed != 0 {
+				t.Errorf("%s (original %v): %v", f, orig, failedTensors(rep))
+			}
+			for _, r := range rep.Results {
+				if r.Format == string(f) && f != surgery.FormatDense && (r.RelErr != 0 || r.MaxAbs != 0) {
+					t.Errorf("%s: %s: CPU products differ by %g (max %g); they add the same terms in the same order", f, r.Tensor, r.RelErr, r.MaxAbs)
+				}
+			}
+		}
+	}
+}
+
+func TestCorruptionIsCaught(t *testing.T) {
+	const q = "model.layers.1.self_attn.q_proj"
+	const up = "model.layers.2.mlp.up_proj"
+	tests := []struct {
+		name      string
+		format    surgery.Format
+		tensor    string // tensor patched
+		off       int64
+		fn        func(byte) byte
+		original  bool
+		wantCheck string
+		blame     string // the result that must fail
+	}{
+		// 0x4 (slots 0,1) -> 0x8 (slots 0,2): still a valid nibble, so
+		// only the round trip and the products can tell.
+		{"meta nibble to another valid one", surgery.FormatAmpere, q + ".meta", 0, swapNibble, true, "rule", q + ".weight"},
+		{"meta nibble to an invalid one", surgery.FormatAmpere, q + ".meta", 1, func(b byte) byte { return b&0xF0 | 0x0 }, false, "round-trip", q + ".weight"},
+		{"packed value", surgery.FormatAmpere, up + ".packed", 1, func(b byte) byte { return b ^ 0x01 }, true, "rule", up + ".weight"},
+		{"bitmask bit", surgery.FormatBitmask, up + ".bitmask", 3, func(b byte) byte { return b ^ 0x01 }, false, "round-trip", up + ".weight"},
+		{"compressed value", surgery.FormatBitmask, up + ".compressed", 5, func(b byte) byte { return b ^ 0x40 }, true, "rule", up + ".weight"},
+		{"dense weight", surgery.FormatDense, up + ".weight", 0, func(b byte) byte { return b ^ 0x01 }, true, "rule", up + ".weight"},
+		{"non-target byte", surgery.FormatAmpere, "model.norm.weight", 2, func(b byte) byte { return b ^ 0x80 }, true, "identical", "model.norm.weight"},
+		{"non-target byte (dense)", surgery.FormatDense, "lm_head.weight", 100, func(b byte) byte { return b + 1 }, true, "identical", "lm_head.weight"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := pruned(t, tt.format)
+			patch(t, dir, tt.tensor, tt.off, tt.fn)
+			rep := run(t, dir, tt.original)
+			if rep.OK {
+				t.Fatal("verify passed a corrupted checkpoint")
+			}
+			failed := failedTensors(rep)
+			checks, ok := failed[tt.blame]
+			if !ok {
+				t.Fatalf("failure not blamed on %s: %v", tt.blame, failed)
+			}
+			if !strings.Contains(strings.Join(checks, ","), tt.wantCheck) {
+				t.Errorf("%s failed %v, want %s among them", tt.blame, checks, tt.wantCheck)
+			}
+			if len(failed) != 1 {
+				t.Errorf("other tensors blamed too: %v", failed)
+			}
+		})
+	}
+}
+
+// swapNibble changes the lowest meta nibble between 0x4 and 0x8 (or
+// 0x9/0xD/0xC/0xE to a neighbour), keeping it valid.
+func swapNibble(b byte) byte {
+	swap := map[byte]byte{0x4: 0x8, 0x8: 0x4, 0x9: 0xD, 0xD: 0x9, 0xC: 0xE, 0xE: 0xC}
+	return b&0xF0 | swap[b&0x0F]
+}
+
+func TestNothingToVerify(t *testing.T) {
+	ck, err := checkpoint.Open(testdataModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if _, err := verify.Run(context.Background(), ck, verify.Options{}); err == nil || !strings.Contains(err.Error(), "nothing to verify") {
+		t.Errorf("err = %v, want nothing to verify", err)
+	}
+}
+
+func TestUnknownDevice(t *testing.T) {
+	ck, err := checkpoint.Open(pruned(t, surgery.FormatAmpere))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if _, err := verify.Run(context.Background(), ck, verify.Options{Device: "tpu"}); err == nil {
+		t.Error("unknown device accepted")
+	}
+	// auto falls back to the CPU here and says why.
+	rep, err := verify.Run(context.Background(), ck, verify.Options{Device: "auto"})
+	if err != nil {
+		t.Skipf("auto ran on a GPU: %v", err)
+	}
+	if !strings.HasPrefix(rep.Device, "cpu") && !strings.HasPrefix(rep.Device, "cuda") {
+		t.Errorf("device = %q", rep.Device)
+	}
+}
+
