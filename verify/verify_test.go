@@ -194,4 +194,3 @@ func TestUnknownDevice(t *testing.T) {
 		t.Errorf("device = %q", rep.Device)
 	}
 }
-
