@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,15 +25,18 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:])
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run executes the command line and returns the process exit code.
-func run(ctx context.Context, args []string) int {
+// Errors are printed once, on one line, as "sfsurgery: <message>".
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -40,15 +44,15 @@ func run(ctx context.Context, args []string) int {
 	var failed *failedError
 	if errors.As(err, &failed) {
 		if failed.msg != "" {
-			fmt.Fprintln(os.Stderr, "sfsurgery: "+failed.msg)
+			fmt.Fprintln(stderr, "sfsurgery: "+failed.msg)
 		}
 		return exitFailed
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintln(os.Stderr, "sfsurgery: interrupted; nothing was written at the output path")
+		fmt.Fprintln(stderr, "sfsurgery: interrupted; nothing was written at the output path")
 		return exitError
 	}
-	fmt.Fprintln(os.Stderr, "sfsurgery: "+oneLine(err.Error()))
+	fmt.Fprintln(stderr, "sfsurgery: "+oneLine(err.Error()))
 	return exitError
 }
 
