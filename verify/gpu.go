@@ -1,10 +1,261 @@
 package verify
 
 import (
-	"errors"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/sfsurgery/sfsurgery/kernels"
+	"github.com/sfsurgery/sfsurgery/prune24"
+	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
-// errNoGPUYet is returned until the GPU backend is wired in.
-var errNoGPUYet = errors.New("GPU verification not available in this build")
+// gpuTolerance bounds ‖Y_sparse − Y_dense‖/‖Y_dense‖ on the GPU: both
+// products take the same bf16/f16 operands and accumulate in f32, in
+// different orders, so they differ by f32 rounding (about 1e-7 per term,
+// well under 1e-6 relative for K ≤ 28672).
+const gpuTolerance = 1e-5
 
-func newGPUNumeric(opt Options) (numeric, error) { return nil, errNoGPUYet }
+// spotTolerance bounds the float64 CPU spot check of sampled rows
+// against the GPU's f32 result.
+const spotTolerance = 1e-5
+
+// spotRows is the number of weight rows the CPU spot check recomputes.
+const spotRows = 8
+
+// defaultGPUTokens are the token counts M of a GPU check: one token, a
+// partial tile, a multiple of the tile, and a size that is neither.
+func defaultGPUTokens() []int { return []int{1, 13, 64, 257} }
+
+// gpuNumeric runs check 4 on the GPU: Y_sparse from our mma.sp kernel
+// reading packed+meta as stored, Y_dense from cuBLASLt on the pruned dense
+// weight (pruned from the original on the CPU when it is given, else
+// decoded from packed+meta on the GPU).
+type gpuNumeric struct {
+	dev    *kernels.Device
+	tokens []int
+	seed   uint64
+	orig   func(name string) ([]byte, error)
+	cpu    *cpuNumeric // for forms the GPU kernels do not read
+}
+
+func newGPUNumeric(opt Options) (numeric, error) {
+	dev, err := kernels.Open(opt.GPU)
+	if err != nil {
+		return nil, err
+	}
+	g := &gpuNumeric{dev: dev, seed: opt.Seed, tokens: defaultGPUTokens(),
+		cpu: &cpuNumeric{tokens: max(opt.Tokens, 1), seed: opt.Seed}}
+	if opt.Tokens > 0 && opt.TokensSet {
+		g.tokens = []int{opt.Tokens}
+	}
+	if opt.Original != nil {
+		g.orig = func(name string) ([]byte, error) {
+			f, info, ok := opt.Original.Lookup(name)
+			if !ok {
+				return nil, fmt.Errorf("the original checkpoint has no %s", name)
+			}
+			return f.Data(info), nil
+		}
+	}
+	return g, nil
+}
+
+func (g *gpuNumeric) Tolerance() float64 { return gpuTolerance }
+func (g *gpuNumeric) Close()             { g.dev.Close() }
+func (g *gpuNumeric) Describe() string {
+	ref := "pruned dense decoded on the GPU"
+	if g.orig != nil {
+		ref = "the original pruned on the CPU"
+	}
+	return fmt.Sprintf("cuda: %s; mma.sp kernel vs %s (%s), f32 accumulation, M = %v, float64 spot check of %d rows",
+		g.dev.Info(), g.dev.DenseBackend(), ref, g.tokens, spotRows)
+}
+
+// Compare runs every token count and returns the worst errors.
+func (g *gpuNumeric) Compare(c *surgery.Compressed) (float64, float64, error) {
+	dt, ok := kernelType(c)
+	if !ok {
+		// Bitmask and F32 forms have no tensor-core kernel here; their
+		// check runs on the CPU.
+		return g.cpu.Compare(c)
+	}
+	rows, cols := c.Rows, c.Cols
+	packed, err := g.dev.Upload(c.File.Data(c.Values))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer packed.Free()
+	meta, err := g.dev.Upload(c.File.Data(c.Index))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer meta.Free()
+	var w *kernels.Buffer
+	if g.orig != nil {
+		o, err := g.orig(c.Name)
+		if err != nil {
+			return 0, 0, err
+		}
+		dense := make([]byte, len(o))
+		if _, err := prune24.Prune(dense, o, c.DType, cols, 0, prune24.Rule24); err != nil {
+			return 0, 0, err
+		}
+		w, err = g.dev.Upload(dense)
+		if err != nil {
+			return 0, 0, err
+		}
+	} else {
+		if w, err = g.dev.Alloc(int64(rows * cols * c.DType.Size())); err != nil {
+			return 0, 0, err
+		}
+		if err := g.dev.DecodeAmpere(w, packed, meta, dt, rows, cols); err != nil {
+			w.Free()
+			return 0, 0, err
+		}
+	}
+	defer w.Free()
+	var worstRel, worstAbs float64
+	for i, m := range g.tokens {
+		rel, abs, err := g.compareM(c, dt, packed, meta, w, m, g.seed+uint64(i))
+		if err != nil {
+			return 0, 0, fmt.Errorf("M=%d: %w", m, err)
+		}
+		worstRel, worstAbs = max(worstRel, rel), max(worstAbs, abs)
+	}
+	return worstRel, worstAbs, nil
+}
+
+// compareM runs one token count: sparse and dense products on the GPU,
+// then the float64 spot check of sampled rows on the CPU.
+func (g *gpuNumeric) compareM(c *surgery.Compressed, dt kernels.DType, packed, meta, w *kernels.Buffer, m int, seed uint64) (float64, float64, error) {
+	n, k := c.Rows, c.Cols
+	xh, xf := randomActivations(m, k, c.DType, seed)
+	x, err := g.dev.Upload(xh)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer x.Free()
+	ys, err := g.dev.Alloc(int64(m * n * 4))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer ys.Free()
+	yd, err := g.dev.Alloc(int64(m * n * 4))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer yd.Free()
+	if err := g.dev.SparseMatmul(ys, x, packed, meta, dt, m, n, k); err != nil {
+		return 0, 0, err
+	}
+	if err := g.dev.DenseMatmul(yd, x, w, dt, m, n, k); err != nil {
+		return 0, 0, err
+	}
+	sb, db := make([]byte, m*n*4), make([]byte, m*n*4)
+	if err := ys.Download(sb); err != nil {
+		return 0, 0, err
+	}
+	if err := yd.Download(db); err != nil {
+		return 0, 0, err
+	}
+	var num, den, maxAbs float64
+	for i := 0; i < m*n; i++ {
+		s := float64(math.Float32frombits(binary.LittleEndian.Uint32(sb[4*i:])))
+		d := float64(math.Float32frombits(binary.LittleEndian.Uint32(db[4*i:])))
+		if math.IsNaN(s) || math.IsNaN(d) {
+			return 0, 0, fmt.Errorf("NaN in the GPU result at token %d, row %d", i/n, i%n)
+		}
+		num += (s - d) * (s - d)
+		den += d * d
+		maxAbs = max(maxAbs, math.Abs(s-d))
+	}
+	rel := math.Sqrt(num) / math.Sqrt(max(den, math.SmallestNonzeroFloat64))
+	if err := spotCheck(c, sb, xf, m, seed); err != nil {
+		return rel, maxAbs, err
+	}
+	return rel, maxAbs, nil
+}
+
+// spotCheck recomputes spotRows sampled rows of Y in float64 from the CPU
+// decode of the compressed form and compares them with the GPU's sparse
+// result.
+func spotCheck(c *surgery.Compressed, ys []byte, x []float64, m int, seed uint64) error {
+	rng := rand.New(rand.NewPCG(seed, 77))
+	a := c.RowAlign()
+	rowBytes := c.Cols * c.DType.Size()
+	dense := make([]byte, a*rowBytes)
+	w := make([]float64, c.Cols)
+	var scratch []byte
+	var num, den float64
+	for range spotRows {
+		r := rng.IntN(c.Rows)
+		r0 := r / a * a
+		var err error
+		if scratch, err = c.DecodeRows(dense, r0, a, scratch); err != nil {
+			return err
+		}
+		decodeRow(w, dense[(r-r0)*rowBytes:(r-r0+1)*rowBytes], c.DType)
+		for t := range m {
+			var ref float64
+			for kk, wk := range w {
+				ref += wk * x[t*c.Cols+kk]
+			}
+			got := float64(math.Float32frombits(binary.LittleEndian.Uint32(ys[4*(t*c.Rows+r):])))
+			num += (got - ref) * (got - ref)
+			den += ref * ref
+		}
+	}
+	if rel := math.Sqrt(num) / math.Sqrt(max(den, math.SmallestNonzeroFloat64)); !(rel <= spotTolerance) {
+		return fmt.Errorf("float64 spot check of %d rows: relative error %.3g over %.3g", spotRows, rel, spotTolerance)
+	}
+	return nil
+}
+
+// kernelType maps a compressed weight to the GPU kernels' type, if they
+// read its form.
+func kernelType(c *surgery.Compressed) (kernels.DType, bool) {
+	if c.Format != surgery.FormatAmpere {
+		return 0, false
+	}
+	switch c.DType {
+	case prune24.BF16:
+		return kernels.BF16, true
+	case prune24.F16:
+		return kernels.F16, true
+	}
+	return 0, false
+}
+
+// randomActivations draws X[m][k] uniform in [-1, 1) in the weight's
+// type, returning the raw bytes and their exact float64 values.
+func randomActivations(m, k int, dt prune24.DType, seed uint64) ([]byte, []float64) {
+	rng := rand.New(rand.NewPCG(seed, 0x5f5f2a4))
+	raw := make([]byte, m*k*2)
+	vals := make([]float64, m*k)
+	for i := range vals {
+		f := float32(2*rng.Float64() - 1)
+		var h uint16
+		if dt == prune24.BF16 {
+			h = uint16(math.Float32bits(f) >> 16)
+		} else {
+			h = halfBits(f)
+		}
+		binary.LittleEndian.PutUint16(raw[2*i:], h)
+		vals[i] = elem(raw[2*i:], dt)
+	}
+	return raw, vals
+}
+
+// halfBits truncates a float32 in (-1, 1) to IEEE half; exactness does
+// not matter, since the float64 values are decoded from the bits.
+func halfBits(f float32) uint16 {
+	u := math.Float32bits(f)
+	sign := uint16(u>>16) & 0x8000
+	exp := int(u>>23&0xFF) - 127 + 15
+	if exp <= 0 {
+		return sign
+	}
+	return sign | uint16(exp)<<10 | uint16(u>>13&0x3FF)
+}

@@ -24,8 +24,10 @@ type Options struct {
 	// GPU is the CUDA device ordinal.
 	GPU int
 	// Tokens is the number of random activation columns (M) of the
-	// numerical check.
-	Tokens int
+	// numerical check. On the CPU it defaults to 8; on the GPU the check
+	// runs M = 1, 13, 64 and 257 unless TokensSet asks for Tokens alone.
+	Tokens    int
+	TokensSet bool
 	// Seed seeds the random activations.
 	Seed uint64
 	// Progress, when set, is called with the number of weight bytes

@@ -42,7 +42,8 @@ run (bad input, unreadable file, no GPU for --device cuda).`,
 				return err
 			}
 			defer ck.Close()
-			opt := verify.Options{Device: device, GPU: gpu, Tokens: tokens, Seed: seed}
+			opt := verify.Options{Device: device, GPU: gpu, Tokens: tokens, Seed: seed,
+				TokensSet: cmd.Flags().Changed("tokens")}
 			if original != "" {
 				orig, err := checkpoint.Open(original)
 				if err != nil {
@@ -86,7 +87,20 @@ run (bad input, unreadable file, no GPU for --device cuda).`,
 
 // printVerify prints the per-tensor table and the one-line verdict.
 func printVerify(w io.Writer, rep *verify.Report, quiet bool) {
-	fmt.Fprintf(w, "numeric check: %s\n\n", rep.Device)
+	fmt.Fprintf(w, "numeric check: %s\n", rep.Device)
+	if !quiet || !rep.OK {
+		printResults(w, rep, quiet)
+	}
+	if rep.OK {
+		fmt.Fprintf(w, "PASS: %d checked, all passed (%s)\n", rep.Passed, rep.Format)
+	} else {
+		fmt.Fprintf(w, "FAIL: %d of %d failed (%s)\n", rep.Failed, rep.Passed+rep.Failed, rep.Format)
+	}
+}
+
+// printResults prints the per-tensor table (only failures when quiet).
+func printResults(w io.Writer, rep *verify.Report, quiet bool) {
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENSOR\tFORMAT\tRESULT\tREL ERR\tMAX ABS\tDETAIL")
 	for _, r := range rep.Results {
@@ -106,9 +120,5 @@ func printVerify(w io.Writer, rep *verify.Report, quiet bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2e\t%.2e\t%s\n", r.Tensor, r.Format, verdict, r.RelErr, r.MaxAbs, detail)
 	}
 	tw.Flush()
-	if rep.OK {
-		fmt.Fprintf(w, "\nPASS: %d checked, all passed (%s)\n", rep.Passed, rep.Format)
-	} else {
-		fmt.Fprintf(w, "\nFAIL: %d of %d failed (%s)\n", rep.Failed, rep.Passed+rep.Failed, rep.Format)
-	}
+	fmt.Fprintln(w)
 }
