@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +24,7 @@ const copyBufSize = 1 << 20
 func (f *File) Specs() []TensorSpec {
 	specs := make([]TensorSpec, len(f.Tensors))
 	for i, t := range f.Tensors {
-		specs[i] = TensorSpec{Name: t.Name, DType: t.DType, Shape: t.Shape, Src: FileRange{File: f, Tensor: t}}
+		specs[i] = TensorSpec{Name: t.Name, DType: t.DType, Shape: slices.Clone(t.Shape), Src: FileRange{File: f, Tensor: t}}
 	}
 	return specs
 }
