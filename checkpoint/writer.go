@@ -45,8 +45,9 @@ var ErrSourceSize = errors.New("tensor source wrote the wrong number of bytes")
 // sources read from fails with [ErrOverwriteInput] before anything is
 // written. opt may be nil.
 //
-// Sources must honour the [io.Writer] they are given: it fails once ctx
-// is cancelled. A source that blocks without writing cannot be cancelled.
+// Each source gets its own [io.Writer], which is not safe for concurrent
+// use and fails once ctx is cancelled; a source that blocks without
+// writing cannot be cancelled.
 func WriteFile(ctx context.Context, path string, tensors []TensorSpec, metadata map[string]string, opt *WriteOptions) error {
 	if opt == nil {
 		opt = &WriteOptions{}
