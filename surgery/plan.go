@@ -181,7 +181,8 @@ func (p *Plan) checkTarget(s *checkpoint.File, info checkpoint.TensorInfo, tp *T
 		return nil, "", fmt.Errorf("%s: %w: shape %v is too large", where, ErrUnsupported, info.Shape)
 	}
 	t := &target{plan: tp, file: s, info: info, dt: dt, rows: int(rows), cols: int(cols),
-		rule: prune24.Rule24, align: 1}
+		rule: prune24.Rule24, align: 1, format: p.Options.Format}
+	t.side.done = make(chan struct{})
 	var guard error
 	switch p.Options.Format {
 	case FormatAmpere:
