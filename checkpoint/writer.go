@@ -66,58 +66,73 @@ func WriteFile(ctx context.Context, path string, tensors []TensorSpec, metadata 
 	if err := ctx.Err(); err != nil {
 		return &Error{File: path, Off: -1, Err: err, Detail: "before writing"}
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, tmp, err2 := createTemp(dir, "."+base+".tmp-", 0o666)
-	if err2 != nil {
-		return osError(path, err2)
-	}
-	j := &fileJob{path: path, f: f, plan: p, specs: tensors}
-	if err := writeFileJob(ctx, j, opt); err != nil {
-		f.Close()
-		os.Remove(tmp)
+	tmp, err := writeTempFile(ctx, path, p, tensors, opt)
+	if err != nil {
 		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return osError(path, err)
 	}
 	if err := ctx.Err(); err != nil {
 		os.Remove(tmp)
 		return &Error{File: path, Off: -1, Err: err, Detail: "before renaming into place"}
 	}
-	if opt.Force {
-		err2 = os.Rename(tmp, path)
-	} else {
-		err2 = renameNoReplace(tmp, path)
+	return installFile(tmp, path, opt.Force)
+}
+
+// writeTempFile writes the file p lays out as a new temporary file beside
+// path, synced and closed, and returns its name. On failure it removes it.
+func writeTempFile(ctx context.Context, path string, p *filePlan, tensors []TensorSpec, opt *WriteOptions) (string, error) {
+	f, tmp, err := createTemp(dirOf(path), "."+filepath.Base(path)+".tmp-", 0o666)
+	if err != nil {
+		return "", osError(path, err)
 	}
-	if err2 != nil {
+	j := &fileJob{path: path, f: f, plan: p, specs: tensors}
+	err = j.start()
+	if err == nil {
+		err = writeTensors(ctx, []*fileJob{j}, opt)
+	}
+	if err == nil {
+		if serr := f.Sync(); serr != nil {
+			err = osError(path, serr)
+		}
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = osError(path, cerr)
+	}
+	if err != nil {
 		os.Remove(tmp)
-		if errors.Is(err2, os.ErrExist) {
+		return "", err
+	}
+	return tmp, nil
+}
+
+// installFile renames the complete file tmp to path, over an existing
+// file only when force is set, and syncs the directory. On failure it
+// removes tmp.
+func installFile(tmp, path string, force bool) error {
+	var err error
+	if force {
+		err = os.Rename(tmp, path)
+	} else {
+		err = renameNoReplace(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		if errors.Is(err, os.ErrExist) {
 			return &Error{File: path, Off: -1, Err: ErrExist, Detail: "created by someone else while writing"}
 		}
-		return osError(path, err2)
+		return osError(path, err)
 	}
-	if err := syncDir(dir); err != nil {
-		return osError(dir, err)
+	if err := syncDir(dirOf(path)); err != nil {
+		return osError(dirOf(path), err)
 	}
 	return nil
 }
 
-// writeFileJob sizes j's file, writes its header and tensors, and syncs it.
-func writeFileJob(ctx context.Context, j *fileJob, opt *WriteOptions) error {
-	if err := j.start(); err != nil {
-		return err
+// dirOf returns the directory of path, "." for a bare file name.
+func dirOf(path string) string {
+	if dir, _ := filepath.Split(path); dir != "" {
+		return dir
 	}
-	if err := writeTensors(ctx, []*fileJob{j}, opt); err != nil {
-		return err
-	}
-	if err := j.f.Sync(); err != nil {
-		return osError(j.path, err)
-	}
-	return nil
+	return "."
 }
 
 // Layout returns the header that [WriteFile] would write for tensors and
