@@ -1,0 +1,265 @@
+package kernels
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+func TestOpenWithoutDriver(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.driverLib = "libsfsurgery-no-such-driver.so.1"
+	d, err := open(0, cfg)
+	if d != nil || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("open with a missing driver = %v, %v; want ErrUnavailable", d, err)
+	}
+	want := "kernels: GPU unavailable: no CUDA driver (libsfsurgery-no-such-driver.so.1 not found)"
+	if err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+}
+
+// TestOpenHere checks Open on the machine running the tests: without a GPU
+// it must fail with ErrUnavailable, with one it must succeed.
+func TestOpenHere(t *testing.T) {
+	d, err := Open(0)
+	if err != nil {
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Open(0) = %v; a failure must wrap ErrUnavailable", err)
+		}
+		if strings.Count(err.Error(), "\n") != 0 {
+			t.Errorf("error is not one line: %q", err)
+		}
+		t.Logf("no GPU here: %v", err)
+		return
+	}
+	defer d.Close()
+	if info := d.Info(); info.Major < 8 || info.Name == "" {
+		t.Errorf("Open succeeded on %v", info)
+	}
+}
+
+func TestOpenNegativeOrdinal(t *testing.T) {
+	if _, err := Open(-1); !errors.Is(err, ErrArgument) {
+		t.Fatalf("Open(-1) = %v, want ErrArgument", err)
+	}
+}
+
+func TestPTXEmbedded(t *testing.T) {
+	img := ptxImage()
+	if len(img) < 2 || img[len(img)-1] != 0 {
+		t.Fatal("PTX image is not NUL-terminated")
+	}
+	if i := strings.IndexByte(string(img), 0); i != len(img)-1 {
+		t.Fatalf("PTX image has a NUL at %d of %d", i, len(img))
+	}
+	src := string(img[:len(img)-1])
+	for _, want := range []string{".target sm_80", ".entry spmm_bf16(", ".entry spmm_f16(", ".entry dense_bf16(",
+		".entry dense_f16(", ".entry decode_ampere16(", "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32",
+		"mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32", "cp.async.cg.shared.global"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("embedded PTX lacks %q", want)
+		}
+	}
+	maj, min, ok := ptxVersion(img)
+	if !ok {
+		t.Fatal("embedded PTX has no .version line")
+	}
+	if _, ok := ptxDriverNeeds(maj, min); !ok {
+		t.Errorf("PTX ISA %d.%d has no known minimum driver; update ptxDriverNeeds", maj, min)
+	}
+}
+
+func TestPTXVersion(t *testing.T) {
+	for _, c := range []struct {
+		src        string
+		maj, min   int
+		ok         bool
+		driverNeed int
+	}{
+		{"//\n.version 9.0\n.target sm_80\n", 9, 0, true, 13000},
+		{".version 8.7\n", 8, 7, true, 12080},
+		{"  .version 8.5  \n", 8, 5, true, 12050},
+		{"// .version 9.0\n", 0, 0, false, 0},
+		{"", 0, 0, false, 0},
+	} {
+		maj, min, ok := ptxVersion([]byte(c.src))
+		if maj != c.maj || min != c.min || ok != c.ok {
+			t.Errorf("ptxVersion(%q) = %d, %d, %v", c.src, maj, min, ok)
+		}
+		if need, _ := ptxDriverNeeds(maj, min); ok && need != c.driverNeed {
+			t.Errorf("ptxDriverNeeds(%d, %d) = %d, want %d", maj, min, need, c.driverNeed)
+		}
+	}
+}
+
+func TestCheckShapes(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		dt      DType
+		m, n, k int
+		sparse  bool
+		ok      bool
+	}{
+		{"tinyllama q", BF16, 1, 2048, 2048, true, true},
+		{"llama down", F16, 4096, 4096, 14336, true, true},
+		{"n not /32", BF16, 1, 48, 64, true, false},
+		{"k not /64", BF16, 1, 32, 96, true, false},
+		{"dense any k", BF16, 3, 5, 7, false, true},
+		{"m zero", BF16, 0, 32, 64, true, false},
+		{"n negative", BF16, 1, -32, 64, true, false},
+		{"k huge", BF16, 1, 32, 1 << 31, true, false},
+		{"n past grid", BF16, 1, 65536 * 64, 64, true, false},
+		{"bad dtype", DType(7), 1, 32, 64, true, false},
+		{"zero dtype", DType(0), 1, 32, 64, false, false},
+	} {
+		err := checkDims("op", c.dt, c.m, c.n, c.k)
+		if err == nil && c.sparse {
+			err = checkSparse("op", c.n, c.k)
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("%s: err = %v, want ok=%v", c.name, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, ErrArgument) {
+			t.Errorf("%s: %v does not wrap ErrArgument", c.name, err)
+		}
+	}
+	if _, err := size(1<<31, 1<<31, 4); !errors.Is(err, ErrArgument) {
+		t.Errorf("size overflow: %v", err)
+	}
+	if s, err := size(4096, 14336, 4); err != nil || s != 4096*14336*4 {
+		t.Errorf("size = %d, %v", s, err)
+	}
+}
+
+// TestNilAndClosed checks that misuse returns errors instead of panicking.
+func TestNilAndClosed(t *testing.T) {
+	var d *Device
+	if err := d.SparseMatmul(nil, nil, nil, nil, BF16, 1, 32, 64); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Device SparseMatmul: %v", err)
+	}
+	if err := d.DenseMatmul(nil, nil, nil, F16, 1, 1, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Device DenseMatmul: %v", err)
+	}
+	if err := d.DecodeAmpere(nil, nil, nil, BF16, 32, 64); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Device DecodeAmpere: %v", err)
+	}
+	if _, err := d.Alloc(16); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Device Alloc: %v", err)
+	}
+	if _, err := d.Upload([]byte{1}); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Device Upload: %v", err)
+	}
+	if err := d.Synchronize(); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Device Synchronize: %v", err)
+	}
+	if _, err := d.Elapsed(func() error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Device Elapsed: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("nil Device Close: %v", err)
+	}
+	if d.Info() != (Info{}) || d.DenseBackend() != "" {
+		t.Error("nil Device Info/DenseBackend not empty")
+	}
+	var zero Device
+	if err := zero.Synchronize(); !errors.Is(err, ErrClosed) {
+		t.Errorf("zero Device Synchronize: %v", err)
+	}
+	var b *Buffer
+	if b.Len() != 0 {
+		t.Error("nil Buffer Len != 0")
+	}
+	if err := b.Download(make([]byte, 1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Buffer Download: %v", err)
+	}
+	if err := b.Free(); !errors.Is(err, ErrClosed) {
+		t.Errorf("nil Buffer Free: %v", err)
+	}
+	var zb Buffer
+	if err := zb.Free(); !errors.Is(err, ErrClosed) {
+		t.Errorf("zero Buffer Free: %v", err)
+	}
+	if err := zb.Download(nil); !errors.Is(err, ErrArgument) {
+		t.Errorf("zero Buffer Download(nil): %v", err)
+	}
+	if _, err := d.Alloc(0); !errors.Is(err, ErrArgument) {
+		t.Errorf("Alloc(0): %v", err)
+	}
+	if _, err := d.Upload(nil); !errors.Is(err, ErrArgument) {
+		t.Errorf("Upload(nil): %v", err)
+	}
+	if _, err := d.Elapsed(nil); !errors.Is(err, ErrArgument) {
+		t.Errorf("Elapsed(nil): %v", err)
+	}
+	if err := d.SparseMatmul(nil, nil, nil, nil, BF16, 1, 33, 64); !errors.Is(err, ErrArgument) {
+		t.Errorf("SparseMatmul n=33: %v", err)
+	}
+}
+
+func TestCublasLtCandidates(t *testing.T) {
+	if got := cublasLtCandidates("/x/libcublasLt.so.13", "", ""); len(got) != 1 || got[0] != "/x/libcublasLt.so.13" {
+		t.Errorf("with SFSURGERY_CUBLASLT: %v", got)
+	}
+	venv := t.TempDir()
+	lib := filepath.Join(venv, "lib", "python3.12", "site-packages", "nvidia", "cu13", "lib")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"libcublasLt.so.12", "libcublasLt.so.13"} {
+		if err := os.WriteFile(filepath.Join(lib, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := cublasLtCandidates("", "", venv)
+	if len(got) < 5 || got[0] != "libcublasLt.so.13" {
+		t.Fatalf("candidates = %v", got)
+	}
+	if got[3] != filepath.Join(lib, "libcublasLt.so.13") || got[4] != filepath.Join(lib, "libcublasLt.so.12") {
+		t.Errorf("wheel candidates = %v", got[3:5])
+	}
+}
+
+func TestHeuristicResultSize(t *testing.T) {
+	if s := unsafe.Sizeof(ltHeuristic{}); s != 96 {
+		t.Fatalf("sizeof(cublasLtMatmulHeuristicResult_t) = %d, want 96", s)
+	}
+	if s := unsafe.Sizeof(kernelParams{}); s != 2*8*maxKernelArgs {
+		t.Fatalf("kernelParams is %d bytes", s)
+	}
+}
+
+func TestInfoString(t *testing.T) {
+	i := Info{Name: "NVIDIA H100 80GB HBM3", Major: 9, Minor: 0, SMs: 132, MemBytes: 85 << 30, Driver: 13000}
+	if got, want := i.String(), "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 85.0 GiB, driver 13.0)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if got := driverString(12080); got != "12.8" {
+		t.Errorf("driverString(12080) = %q", got)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	ce := &CUDAError{Op: "cuMemAlloc_v2", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY"}
+	err := wrap(ce)
+	var got *CUDAError
+	if !errors.As(err, &got) || got.Code != 2 {
+		t.Fatalf("errors.As(%v) failed", err)
+	}
+	if want := "kernels: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2)"; err.Error() != want {
+		t.Errorf("got %q, want %q", err, want)
+	}
+	u := unavailable("cuInit failed", &CUDAError{Op: "cuInit", Code: 100, Name: "CUDA_ERROR_NO_DEVICE"})
+	if !errors.Is(u, ErrUnavailable) || !errors.As(u, &got) || got.Code != 100 {
+		t.Errorf("unavailable does not wrap both: %v", u)
+	}
+	if wrap(u) != u {
+		t.Error("wrap re-wrapped a sentinel error")
+	}
+	if DType(9).String() != "DType(9)" || BF16.String() != "BF16" || F16.String() != "F16" {
+		t.Error("DType.String")
+	}
+}

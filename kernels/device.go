@@ -1,0 +1,248 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Device attributes read at Open (CUdevice_attribute values).
+const (
+	attrMultiprocessorCount = 16
+	attrComputeMajor        = 75
+	attrComputeMinor        = 76
+)
+
+// minMajor is the oldest compute capability the kernels run on (mma.sp and
+// cp.async need sm_80).
+const minMajor = 8
+
+// Device is an opened GPU with the sfsurgery kernels loaded. Create it with
+// [Open] and release it with [Device.Close]. It is safe for concurrent use.
+type Device struct {
+	mu      sync.Mutex // serialises every driver call and guards the fields below
+	drv     *driver
+	dev     int32
+	ctx     uintptr // primary context, retained
+	stream  uintptr
+	mod     uintptr
+	fn      functions
+	info    Info
+	lt      *cublasLt // nil when cuBLASLt could not be loaded
+	backend string    // what DenseMatmul uses, for humans
+	bufs    map[*Buffer]struct{}
+	closed  bool
+}
+
+// openConfig holds what Open uses by default and tests may replace.
+type openConfig struct {
+	driverLib string // the CUDA driver library
+	ptx       []byte // NUL-terminated PTX image
+	cublasLt  string // SFSURGERY_CUBLASLT, or empty
+	noLt      bool   // skip cuBLASLt: DenseMatmul uses the own kernel
+}
+
+// Open opens GPU ordinal (0 for the first), loads the embedded kernels and,
+// when it can be found, cuBLASLt (the environment variable SFSURGERY_CUBLASLT
+// may name the library file). Errors that mean the machine cannot run GPU
+// checks at all wrap [ErrUnavailable].
+func Open(ordinal int) (*Device, error) {
+	return open(ordinal, defaultConfig())
+}
+
+func open(ordinal int, cfg openConfig) (*Device, error) {
+	if ordinal < 0 {
+		return nil, argError("device ordinal %d is negative", ordinal)
+	}
+	drv, err := loadDriver(cfg.driverLib)
+	if err != nil {
+		return nil, err
+	}
+	if r := drv.cuInit(0); r != cudaSuccess {
+		return nil, unavailable("cuInit failed", drv.check("cuInit", r))
+	}
+	d := &Device{drv: drv, bufs: make(map[*Buffer]struct{})}
+	if err := d.readInfo(ordinal); err != nil {
+		return nil, wrap(err)
+	}
+	if d.info.Major < minMajor {
+		return nil, unavailable(fmt.Sprintf("device %d (%s) is sm_%d%d; the kernels need sm_80 or newer",
+			ordinal, d.info.Name, d.info.Major, d.info.Minor), nil)
+	}
+	if err := d.start(cfg); err != nil {
+		if cerr := d.Close(); cerr != nil {
+			return nil, fmt.Errorf("%w (closing: %v)", wrap(err), cerr)
+		}
+		return nil, wrap(err)
+	}
+	return d, nil
+}
+
+// readInfo finds device ordinal and fills d.dev and d.info.
+func (d *Device) readInfo(ordinal int) error {
+	drv := d.drv
+	var v int32
+	if err := drv.check("cuDriverGetVersion", drv.cuDriverGetVersion(&v)); err != nil {
+		return unavailable("cannot read the CUDA driver version", err)
+	}
+	d.info.Driver = int(v)
+	var count int32
+	if err := drv.check("cuDeviceGetCount", drv.cuDeviceGetCount(&count)); err != nil {
+		return unavailable("cannot count CUDA devices", err)
+	}
+	if count == 0 {
+		return unavailable("no CUDA device", nil)
+	}
+	if ordinal >= int(count) {
+		return unavailable(fmt.Sprintf("no CUDA device %d (%d present)", ordinal, count), nil)
+	}
+	if err := drv.check("cuDeviceGet", drv.cuDeviceGet(&d.dev, int32(ordinal))); err != nil {
+		return unavailable(fmt.Sprintf("cannot get CUDA device %d", ordinal), err)
+	}
+	name := make([]byte, 256)
+	if err := drv.check("cuDeviceGetName", drv.cuDeviceGetName(name, int32(len(name)), d.dev)); err != nil {
+		return err
+	}
+	d.info.Name = cString(&name[0], len(name))
+	attrs := []struct {
+		attr int32
+		dst  *int
+	}{
+		{attrComputeMajor, &d.info.Major},
+		{attrComputeMinor, &d.info.Minor},
+		{attrMultiprocessorCount, &d.info.SMs},
+	}
+	for _, a := range attrs {
+		if err := drv.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(&v, a.attr, d.dev)); err != nil {
+			return err
+		}
+		*a.dst = int(v)
+	}
+	var mem uint64
+	if err := drv.check("cuDeviceTotalMem_v2", drv.cuDeviceTotalMem(&mem, d.dev)); err != nil {
+		return err
+	}
+	d.info.MemBytes = int64(mem)
+	return nil
+}
+
+// start retains the primary context, loads the module, creates the stream
+// and looks for cuBLASLt. On error the caller closes d.
+func (d *Device) start(cfg openConfig) error {
+	drv := d.drv
+	if err := drv.check("cuDevicePrimaryCtxRetain", drv.cuDevicePrimaryCtxRetain(&d.ctx, d.dev)); err != nil {
+		return err
+	}
+	return d.run(func() error {
+		if err := d.loadModule(cfg.ptx); err != nil {
+			return err
+		}
+		if err := drv.check("cuStreamCreate", drv.cuStreamCreate(&d.stream, 0)); err != nil {
+			return err
+		}
+		if cfg.noLt {
+			d.backend = "own kernel (cuBLASLt disabled)"
+			return nil
+		}
+		lt, err := loadCublasLt(d, cfg.cublasLt)
+		if err != nil {
+			d.backend = "own kernel (" + err.Error() + ")"
+			return nil
+		}
+		d.lt = lt
+		d.backend = lt.describe()
+		return nil
+	})
+}
+
+// do runs fn with the device's context current on a locked OS thread and
+// the device mutex held, and prefixes its error with the package name.
+func (d *Device) do(fn func() error) error { return wrap(d.run(fn)) }
+
+// run is do without the prefix, for callers that wrap themselves.
+func (d *Device) run(fn func() error) error {
+	if d == nil {
+		return fmt.Errorf("%w: nil Device", ErrClosed)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.drv == nil {
+		return fmt.Errorf("%w: device is closed", ErrClosed)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.drv.check("cuCtxSetCurrent", d.drv.cuCtxSetCurrent(d.ctx)); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// Info describes the device.
+func (d *Device) Info() Info {
+	if d == nil {
+		return Info{}
+	}
+	return d.info
+}
+
+// DenseBackend says what [Device.DenseMatmul] runs: cuBLASLt with its
+// version and path, or the package's own kernel and why.
+func (d *Device) DenseBackend() string {
+	if d == nil {
+		return ""
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.backend
+}
+
+// Synchronize waits for all work queued on the device and returns the first
+// error a kernel raised.
+func (d *Device) Synchronize() error {
+	return d.do(func() error {
+		return d.drv.check("cuCtxSynchronize", d.drv.cuCtxSynchronize())
+	})
+}
+
+// Close frees every Buffer still allocated, unloads the kernels, releases
+// cuBLASLt and the primary context. Later calls return an error wrapping
+// [ErrClosed]; Close itself may be called more than once.
+func (d *Device) Close() error {
+	if d == nil || d.drv == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	if d.ctx == 0 {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	drv := d.drv
+	errs := []error{drv.check("cuCtxSetCurrent", drv.cuCtxSetCurrent(d.ctx))}
+	if d.lt != nil {
+		errs = append(errs, d.lt.close())
+		d.lt = nil
+	}
+	for b := range d.bufs {
+		errs = append(errs, drv.check("cuMemFree_v2", drv.cuMemFree(b.ptr)))
+		b.ptr = 0
+		delete(d.bufs, b)
+	}
+	if d.stream != 0 {
+		errs = append(errs, drv.check("cuStreamDestroy_v2", drv.cuStreamDestroy(d.stream)))
+		d.stream = 0
+	}
+	if d.mod != 0 {
+		errs = append(errs, drv.check("cuModuleUnload", drv.cuModuleUnld(d.mod)))
+		d.mod = 0
+	}
+	errs = append(errs, drv.check("cuDevicePrimaryCtxRelease", drv.cuDevicePrimaryCtxRelease(d.dev)))
+	d.ctx = 0
+	return wrap(errors.Join(errs...))
+}

@@ -1,0 +1,44 @@
+package kernels
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// maxKernelArgs bounds the parameters of the package's kernels.
+const maxKernelArgs = 8
+
+// kernelParams is the argument block of one launch: each value sits in an
+// 8-byte slot (a 4-byte int in the low half) and ptrs points at the slots,
+// as cuLaunchKernel's kernelParams wants.
+type kernelParams struct {
+	vals [maxKernelArgs]uint64
+	ptrs [maxKernelArgs]unsafe.Pointer
+}
+
+// dim3 is a grid or block size.
+type dim3 [3]uint32
+
+// launch queues kernel fn on the device's stream. args are device pointers
+// or int32 values widened with i32. It runs with the context current and
+// the mutex held.
+func (d *Device) launch(name string, fn uintptr, grid, block dim3, args ...uint64) error {
+	if len(args) > maxKernelArgs {
+		return argError("launch %s: %d arguments, at most %d", name, len(args), maxKernelArgs)
+	}
+	p := new(kernelParams)
+	var pin runtime.Pinner
+	pin.Pin(p)
+	defer pin.Unpin()
+	for i, v := range args {
+		p.vals[i] = v
+		p.ptrs[i] = unsafe.Pointer(&p.vals[i])
+	}
+	r := d.drv.cuLaunch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, d.stream,
+		unsafe.Pointer(&p.ptrs[0]), nil)
+	runtime.KeepAlive(p)
+	return d.drv.check("cuLaunchKernel("+name+")", r)
+}
+
+// i32 widens an int kernel argument; the kernel reads the low 4 bytes.
+func i32(v int) uint64 { return uint64(uint32(int32(v))) }

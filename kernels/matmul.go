@@ -1,0 +1,105 @@
+package kernels
+
+// SparseMatmul computes y = x · Wᵀ on the sparse tensor cores, where the
+// weight W [n][k] is given in PyTorch's CUTLASS layout exactly as stored:
+// packed [n][k/2] (dtype dt) and meta (int16, n·k/16 values, reordered).
+// x is [m][k] (dtype dt) and y is float32 [m][n], all row-major.
+//
+// It needs n % 32 == 0 and k % 64 == 0 (the guards of the format); m is
+// any positive number. Buffers may be larger than needed. The launch is
+// asynchronous.
+func (d *Device) SparseMatmul(y, x, packed, meta *Buffer, dt DType, m, n, k int) error {
+	const op = "SparseMatmul"
+	if err := checkDims(op, dt, m, n, k); err != nil {
+		return err
+	}
+	if err := checkSparse(op, n, k); err != nil {
+		return err
+	}
+	need, err := sizes([3]int{m, n, 4}, [3]int{m, k, 2}, [3]int{n, k, 1}, [3]int{n, k / 8, 1})
+	if err != nil {
+		return err
+	}
+	return d.do(func() error {
+		if err := d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]},
+			operand{packed, "packed", need[2]}, operand{meta, "meta", need[3]}); err != nil {
+			return err
+		}
+		fn := d.fn.spmmBF16
+		if dt == F16 {
+			fn = d.fn.spmmF16
+		}
+		grid := dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
+		return d.launch("spmm", fn, grid, dim3{128, 1, 1},
+			y.ptr, x.ptr, packed.ptr, meta.ptr, i32(m), i32(n), i32(k))
+	})
+}
+
+// DenseMatmul computes y = x · wᵀ with x [m][k] and w [n][k] of dtype dt
+// and y float32 [m][n], all row-major, accumulating in float32. It uses
+// cuBLASLt when it was found at Open, else the package's own kernel;
+// [Device.DenseBackend] says which.
+func (d *Device) DenseMatmul(y, x, w *Buffer, dt DType, m, n, k int) error {
+	return d.dense("DenseMatmul", y, x, w, dt, m, n, k, false)
+}
+
+// denseOwn is DenseMatmul forced onto the package's own kernel.
+func (d *Device) denseOwn(y, x, w *Buffer, dt DType, m, n, k int) error {
+	return d.dense("DenseMatmul", y, x, w, dt, m, n, k, true)
+}
+
+func (d *Device) dense(op string, y, x, w *Buffer, dt DType, m, n, k int, own bool) error {
+	if err := checkDims(op, dt, m, n, k); err != nil {
+		return err
+	}
+	need, err := sizes([3]int{m, n, 4}, [3]int{m, k, 2}, [3]int{n, k, 2})
+	if err != nil {
+		return err
+	}
+	return d.do(func() error {
+		if err := d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]},
+			operand{w, "w", need[2]}); err != nil {
+			return err
+		}
+		if d.lt != nil && !own {
+			return d.lt.matmul(d, y, x, w, dt, m, n, k)
+		}
+		fn := d.fn.denseBF16
+		if dt == F16 {
+			fn = d.fn.denseF16
+		}
+		grid := dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
+		return d.launch("dense", fn, grid, dim3{256, 1, 1}, y.ptr, x.ptr, w.ptr, i32(m), i32(n), i32(k))
+	})
+}
+
+// DecodeAmpere expands a weight stored in PyTorch's CUTLASS layout (packed
+// [n][k/2] of dtype dt, meta int16 reordered) into the dense pruned weight
+// w [n][k], bit for bit; pruned elements become +0.0. It needs n % 32 == 0
+// and k % 64 == 0. The launch is asynchronous.
+func (d *Device) DecodeAmpere(w, packed, meta *Buffer, dt DType, n, k int) error {
+	const op = "DecodeAmpere"
+	if err := checkDims(op, dt, 1, n, k); err != nil {
+		return err
+	}
+	if err := checkSparse(op, n, k); err != nil {
+		return err
+	}
+	need, err := sizes([3]int{n, k, 2}, [3]int{n, k, 1}, [3]int{n, k / 8, 1})
+	if err != nil {
+		return err
+	}
+	const threads = 256
+	blocks := (int64(n)*int64(k/16) + threads - 1) / threads
+	if blocks > maxGridX {
+		return argError("%s: %d × %d is too large for one launch", op, n, k)
+	}
+	return d.do(func() error {
+		if err := d.operands(op, operand{w, "w", need[0]}, operand{packed, "packed", need[1]},
+			operand{meta, "meta", need[2]}); err != nil {
+			return err
+		}
+		return d.launch("decode", d.fn.decode16, dim3{uint32(blocks), 1, 1}, dim3{threads, 1, 1},
+			w.ptr, packed.ptr, meta.ptr, i32(n), i32(k))
+	})
+}

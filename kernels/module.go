@@ -1,0 +1,147 @@
+package kernels
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+)
+
+// ptxSource is the PTX of cuda/sfsurgery.cu, built by the command in
+// generate.go.
+//
+//go:embed ptx/sfsurgery.ptx
+var ptxSource string
+
+// ptxImage returns the embedded PTX as the driver wants it: NUL-terminated.
+func ptxImage() []byte {
+	img := make([]byte, len(ptxSource)+1)
+	copy(img, ptxSource)
+	return img
+}
+
+// defaultConfig is what Open uses.
+func defaultConfig() openConfig {
+	return openConfig{
+		driverLib: driverLibrary,
+		ptx:       ptxImage(),
+		cublasLt:  os.Getenv("SFSURGERY_CUBLASLT"),
+	}
+}
+
+// Kernel entry points of the module.
+type functions struct {
+	spmmBF16, spmmF16   uintptr
+	denseBF16, denseF16 uintptr
+	decode16            uintptr
+}
+
+var ptxVersionRE = regexp.MustCompile(`(?m)^\s*\.version\s+(\d+)\.(\d+)\s*$`)
+
+// ptxVersion returns the ISA version a PTX text declares (".version 9.0").
+func ptxVersion(ptx []byte) (major, minor int, ok bool) {
+	m := ptxVersionRE.FindSubmatch(ptx)
+	if m == nil {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(string(m[1]))
+	minor, err2 := strconv.Atoi(string(m[2]))
+	return major, minor, err1 == nil && err2 == nil
+}
+
+// ptxDriverNeeds maps PTX ISA versions to the CUDA release (driver API
+// version) that introduced them, for error messages.
+func ptxDriverNeeds(major, minor int) (int, bool) {
+	v, ok := map[int]int{
+		78: 11080, 80: 12000, 81: 12010, 82: 12020, 83: 12030, 84: 12040,
+		85: 12050, 86: 12070, 87: 12080, 88: 12090, 90: 13000, 91: 13010, 92: 13020,
+	}[major*10+minor]
+	return v, ok
+}
+
+// JIT options of cuModuleLoadDataEx (CUjit_option).
+const (
+	jitInfoLogBuffer      = 3
+	jitInfoLogBufferSize  = 4
+	jitErrorLogBuffer     = 5
+	jitErrorLogBufferSize = 6
+)
+
+// loadModule JIT-compiles the PTX and looks up the kernels. It runs with the
+// context current and the mutex held.
+func (d *Device) loadModule(ptx []byte) error {
+	if len(ptx) == 0 || ptx[len(ptx)-1] != 0 {
+		return argError("PTX image must be NUL-terminated")
+	}
+	drv := d.drv
+	const logSize = 1 << 14
+	errLog := make([]byte, logSize)
+	infoLog := make([]byte, logSize)
+	var pin runtime.Pinner
+	pin.Pin(&errLog[0])
+	pin.Pin(&infoLog[0])
+	defer pin.Unpin()
+	opts := []int32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSize}
+	vals := []uintptr{
+		uintptrOf(&errLog[0]), logSize,
+		uintptrOf(&infoLog[0]), logSize,
+	}
+	r := drv.cuModuleLoad(&d.mod, ptx, uint32(len(opts)), opts, vals)
+	runtime.KeepAlive(errLog)
+	runtime.KeepAlive(infoLog)
+	if r != cudaSuccess {
+		err := drv.check("cuModuleLoadDataEx", r)
+		log := cString(&errLog[0], logSize)
+		if log != "" {
+			err = fmt.Errorf("%w; JIT log: %s", err, log)
+		}
+		return d.moduleError(r, ptx, err)
+	}
+	names := []struct {
+		dst  *uintptr
+		name string
+	}{
+		{&d.fn.spmmBF16, "spmm_bf16"},
+		{&d.fn.spmmF16, "spmm_f16"},
+		{&d.fn.denseBF16, "dense_bf16"},
+		{&d.fn.denseF16, "dense_f16"},
+		{&d.fn.decode16, "decode_ampere16"},
+	}
+	for _, n := range names {
+		if err := drv.check("cuModuleGetFunction("+n.name+")", drv.cuModuleGetFn(n.dst, d.mod, n.name)); err != nil {
+			return err
+		}
+	}
+	// A hint: prefer shared memory over L1 for the pipelined kernels.
+	const attrPreferredCarveout = 9 // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+	for _, f := range []uintptr{d.fn.spmmBF16, d.fn.spmmF16} {
+		if err := drv.check("cuFuncSetAttribute", drv.cuFuncSetAttr(f, attrPreferredCarveout, 100)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moduleError explains a failed module load. A driver too old for the PTX
+// ISA wraps ErrUnavailable.
+func (d *Device) moduleError(r int32, ptx []byte, err error) error {
+	switch r {
+	case cudaErrorUnsupportedPTX:
+		need := "a newer driver"
+		if maj, min, ok := ptxVersion(ptx); ok {
+			need = fmt.Sprintf("PTX ISA %d.%d", maj, min)
+			if v, ok := ptxDriverNeeds(maj, min); ok {
+				need += fmt.Sprintf(", which needs a CUDA %s driver", driverString(v))
+			}
+		}
+		return unavailable(fmt.Sprintf("CUDA driver %s is too old for the embedded kernels (%s)",
+			driverString(d.info.Driver), need), err)
+	case cudaErrorNoBinaryForGPU, cudaErrorJITCompilerMissing:
+		return unavailable("the driver cannot compile the embedded PTX for this GPU", err)
+	case cudaErrorInvalidPTX:
+		return fmt.Errorf("the driver rejected the embedded PTX: %w", err)
+	}
+	return fmt.Errorf("loading the embedded PTX: %w", err)
+}
