@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -423,6 +424,7 @@ func TestWriteFileProperty(t *testing.T) {
 			if first == nil {
 				first = got
 				checkWritten(t, got, want, specs, metadata)
+				checkReadBack(t, path, specs, metadata)
 				if n := progress.Load(); n != int64(len(got))-want.DataOffset {
 					t.Errorf("round %d: progress reported %d bytes, want %d", round, n, int64(len(got))-want.DataOffset)
 				}
@@ -463,7 +465,7 @@ func checkWritten(t *testing.T, file []byte, want *Header, specs []TensorSpec, m
 			t.Errorf("tensor %q parsed as %+v, Layout said %+v", w.Name, ti, w)
 		}
 	}
-	if len(metadata) > 0 && !mapsEqual(h.Metadata, metadata) {
+	if len(metadata) > 0 && !maps.Equal(h.Metadata, metadata) {
 		t.Errorf("metadata %v, want %v", h.Metadata, metadata)
 	}
 	byName := make(map[string][]byte)
@@ -478,17 +480,27 @@ func checkWritten(t *testing.T, file []byte, want *Header, specs []TensorSpec, m
 	}
 }
 
-// mapsEqual reports whether two string maps hold the same entries.
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
+// checkReadBack opens the file at path with OpenFile and checks that it
+// holds specs, bit for bit, and metadata.
+func checkReadBack(t *testing.T, path string, specs []TensorSpec, metadata map[string]string) {
+	t.Helper()
+	f, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
+	defer f.Close()
+	if len(f.Tensors) != len(specs) {
+		t.Errorf("%d tensors read back, want %d", len(f.Tensors), len(specs))
+	}
+	for _, s := range specs {
+		ti, ok := f.Tensor(s.Name)
+		if !ok || ti.DType != s.DType || !slices.Equal(ti.Shape, s.Shape) || !bytes.Equal(f.Data(ti), s.Src.(byteSource).data) {
+			t.Errorf("tensor %q read back as %+v (found %v), data equal %v", s.Name, ti, ok, bytes.Equal(f.Data(ti), s.Src.(byteSource).data))
 		}
 	}
-	return true
+	if len(metadata) > 0 && !maps.Equal(f.Metadata, metadata) {
+		t.Errorf("metadata read back as %v, want %v", f.Metadata, metadata)
+	}
 }
 
 // TestCopyPaths checks that copy_file_range, the pread/pwrite fallback
