@@ -12,8 +12,13 @@ import (
 )
 
 // copyChunk bounds one copy_file_range call, so that a copy notices a
-// cancelled context and reports progress at least this often.
-const copyChunk = 64 << 20
+// cancelled context, reports progress and starts writeback at least this
+// often.
+const copyChunk = 16 << 20
+
+// writebackChunk is how many written bytes accumulate before their
+// writeback to disk is started.
+const writebackChunk = 8 << 20
 
 // copyBufSize is the buffer of the pread/pwrite fallback and of
 // FileRange.WriteTo.
@@ -113,6 +118,9 @@ func copyFileRange(ctx context.Context, dst *os.File, dstOff int64, src *os.File
 			case m == 0:
 				return io.ErrUnexpectedEOF
 			}
+			// Start writing the chunk to disk now, so that the final fsync
+			// finds most of the file already on its way (advice only).
+			_ = unix.SyncFileRange(dfd, do-int64(m), int64(m), unix.SYNC_FILE_RANGE_WRITE)
 			done += int64(m)
 			if progress != nil {
 				progress(int64(m))
@@ -153,6 +161,8 @@ func withFds(a, b *os.File, fn func(afd, bfd int) error) error {
 // buffer, with pread and pwrite. It returns the bytes copied.
 func copyPread(ctx context.Context, dst *os.File, dstOff int64, src *os.File, srcOff int64, n int64, progress func(int64)) (int64, error) {
 	buf := make([]byte, min(n, copyBufSize))
+	wb := writeback{f: dst, from: dstOff}
+	defer wb.flush(dstOff + n)
 	var done int64
 	for done < n {
 		if err := ctx.Err(); err != nil {
@@ -170,11 +180,43 @@ func copyPread(ctx context.Context, dst *os.File, dstOff int64, src *os.File, sr
 			return done, err
 		}
 		done += int64(len(b))
+		wb.wrote(dstOff + done)
 		if progress != nil {
 			progress(int64(len(b)))
 		}
 	}
 	return done, nil
+}
+
+// writeback starts the kernel's writeback of a file region as it is
+// written, writebackChunk bytes at a time (sync_file_range with
+// SYNC_FILE_RANGE_WRITE, which does not wait), so that the final fsync
+// finds most of the data already written. It is advice: errors are
+// ignored, and the fsync still decides durability.
+type writeback struct {
+	f    *os.File
+	from int64 // first written byte whose writeback has not been started
+}
+
+// wrote notes that the region is written up to end, and starts the
+// writeback once writebackChunk bytes have accumulated.
+func (w *writeback) wrote(end int64) {
+	if end-w.from >= writebackChunk {
+		w.flush(end)
+	}
+}
+
+// flush starts the writeback of everything written up to end.
+func (w *writeback) flush(end int64) {
+	if end <= w.from {
+		return
+	}
+	if rc, err := w.f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_ = unix.SyncFileRange(int(fd), w.from, end-w.from, unix.SYNC_FILE_RANGE_WRITE)
+		})
+	}
+	w.from = end
 }
 
 // tensorWriter is the io.Writer a tensor's source writes to: it fails
@@ -184,7 +226,9 @@ func copyPread(ctx context.Context, dst *os.File, dstOff int64, src *os.File, sr
 type tensorWriter struct {
 	ctx      context.Context
 	w        io.Writer // an io.OffsetWriter at the tensor's offset
+	end      int64     // file offset of the tensor's end
 	left     int64     // bytes still expected
+	wb       writeback
 	progress func(int64)
 	err      error
 }
@@ -204,6 +248,7 @@ func (w *tensorWriter) Write(p []byte) (int, error) {
 	}
 	n, err := w.w.Write(p)
 	w.left -= int64(n)
+	w.wb.wrote(w.end - w.left)
 	if n > 0 && w.progress != nil {
 		w.progress(int64(n))
 	}

@@ -509,8 +509,16 @@ func (j *fileJob) writeTensor(ctx context.Context, i int, progress func(int64)) 
 			return j.copyRange(ctx, s, *src, off, size, progress)
 		}
 	}
-	w := &tensorWriter{ctx: ctx, w: io.NewOffsetWriter(j.f, off), left: size, progress: progress}
+	w := &tensorWriter{
+		ctx:      ctx,
+		w:        io.NewOffsetWriter(j.f, off),
+		end:      off + size,
+		left:     size,
+		wb:       writeback{f: j.f, from: off},
+		progress: progress,
+	}
 	_, err := s.Src.WriteTo(w)
+	w.wb.flush(w.end - w.left)
 	at := off + size - w.left
 	switch {
 	case w.err != nil: // the writer's own failure wins over whatever the source made of it
