@@ -1,7 +1,6 @@
 package prune24
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -42,4 +41,97 @@ func BenchmarkPrune(b *testing.B) {
 	}
 }
 
-var _ = math.Pi
+// benchPruned returns a pruned benchmark matrix of dt for the Ampere
+// layout's rule.
+func benchPruned(b *testing.B, dt DType) []byte {
+	return mustPrune(b, weights(dt, benchRows, benchCols, 2), dt, benchCols, ampereRule(dt))
+}
+
+func BenchmarkCheck(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			d := benchPruned(b, dt)
+			b.SetBytes(int64(len(d)))
+			b.ResetTimer()
+			for b.Loop() {
+				if err := Check(d, dt, benchCols, ampereRule(dt)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkPackAmpere(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			d := benchPruned(b, dt)
+			pb, mb := AmpereSizes(dt, benchRows, benchCols)
+			packed, meta := make([]byte, pb), make([]byte, mb)
+			b.SetBytes(int64(len(d)))
+			b.ResetTimer()
+			for b.Loop() {
+				if err := PackAmpere(packed, meta, d, dt, benchRows, benchCols); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkUnpackAmpere(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			d := benchPruned(b, dt)
+			pb, mb := AmpereSizes(dt, benchRows, benchCols)
+			packed, meta := make([]byte, pb), make([]byte, mb)
+			if err := PackAmpere(packed, meta, d, dt, benchRows, benchCols); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(d)))
+			b.ResetTimer()
+			for b.Loop() {
+				if err := UnpackAmpere(d, packed, meta, dt, benchRows, benchCols); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkPackBitmask(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			d := mustPrune(b, weights(dt, benchRows, benchCols, 3), dt, benchCols, Rule24)
+			cb, bb := BitmaskSizes(dt, benchRows, benchCols)
+			comp, mask := make([]byte, cb), make([]byte, bb)
+			b.SetBytes(int64(len(d)))
+			b.ResetTimer()
+			for b.Loop() {
+				if err := PackBitmask(comp, mask, d, dt, benchRows, benchCols); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkUnpackBitmask(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			d := mustPrune(b, weights(dt, benchRows, benchCols, 3), dt, benchCols, Rule24)
+			cb, bb := BitmaskSizes(dt, benchRows, benchCols)
+			comp, mask := make([]byte, cb), make([]byte, bb)
+			if err := PackBitmask(comp, mask, d, dt, benchRows, benchCols); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(d)))
+			b.ResetTimer()
+			for b.Loop() {
+				if err := UnpackBitmask(d, comp, mask, dt, benchRows, benchCols); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -108,15 +108,3 @@ func F16ToFloat64(h uint16) float64 {
 	// Rebias the exponent from 15 to 1023 and widen the mantissa.
 	return math.Float64frombits(sign | (exp+1023-15)<<52 | man<<42)
 }
-
-// f16Mag returns the value of a non-NaN binary16 magnitude a (a < 0x7C01,
-// sign bit clear). It is F16ToFloat64 without the sign and NaN cases.
-func f16Mag(a uint64) float64 {
-	if a < 0x400 {
-		return float64(a) * 0x1p-24
-	}
-	if a >= 0x7C00 {
-		return math.Inf(1)
-	}
-	return math.Float64frombits((a << 42) + (1023-15)<<52)
-}

@@ -1,5 +1,7 @@
 package prune24
 
+import "math/bits"
+
 // SIMD-within-a-register helpers. A group of 4 16-bit elements is one
 // little-endian uint64 (element i in bits 16i..16i+15); a pair of F32
 // elements is one uint64 (element i in bits 32i..32i+31). Magnitudes are
@@ -75,30 +77,45 @@ func nibble(t, i uint64) uint64 {
 	return t >> (4 * i) & 0xF
 }
 
-// keep24 reports, as 0 or 1 each, which of the magnitudes a0..a3 (each
-// below 2^63) Rule24 keeps: the 2 largest, ties to the lower index. For
-// i < j, cij is 1 when j outranks i (aj > ai) and 0 when i outranks j, and
-// an element is kept when fewer than 2 others outrank it.
-func keep24(a0, a1, a2, a3 uint64) (k0, k1, k2, k3 uint64) {
-	c01 := (a0 - a1) >> 63
-	c02 := (a0 - a2) >> 63
-	c03 := (a0 - a3) >> 63
-	c12 := (a1 - a2) >> 63
-	c13 := (a1 - a3) >> 63
-	c23 := (a2 - a3) >> 63
-	// Outranked counts: 0 by c01+c02+c03, 1 by (1-c01)+c12+c13,
-	// 2 by (1-c02)+(1-c12)+c23, 3 by 3-c03-c13-c23; keep when count-2 < 0.
-	k0 = (c01 + c02 + c03 - 2) >> 63
-	k1 = (c12 + c13 - c01 - 1) >> 63
-	k2 = (c23 - c02 - c12) >> 63
-	k3 = (1 - c03 - c13 - c23) >> 63
-	return k0, k1, k2, k3
+// Lane constants of the SWAR selection: lanes where lane i+k of a group
+// is still in the group (i+k < 4), which must outrank lane i strictly.
+const (
+	strict1 = 0x0000_0001_0001_0001 // lanes 0, 1, 2 against lanes 1, 2, 3
+	strict2 = 0x0000_0000_0001_0001 // lanes 0, 1 against lanes 2, 3
+	strict3 = 0x0000_0000_0000_0001 // lane 0 against lane 3
+	lanes02 = 0x0000_8000_0000_8000 // sign bits of lanes 0 and 2
+	lanes13 = 0x8000_0000_8000_0000 // sign bits of lanes 1 and 3
+	bit1x4  = 0x0002_0002_0002_0002 // bit 1 of every lane
+)
+
+// outranked16 returns, as the sign bit of every lane, where lane (i+k)%4
+// of the magnitudes m outranks lane i: when i+k < 4, the later lane must
+// be strictly larger (ties go to the lower index), otherwise at least as
+// large. rot is m rotated so that lane i holds lane (i+k)%4, and strict
+// has 1 in the lanes where i+k < 4.
+//
+// Per lane, (rot | 0x8000) - (m + strict) is rot - m - strict + 0x8000,
+// which never borrows from the next lane (it is at least 0 since every
+// magnitude is below 0x8000) and has its bit 15 set exactly when
+// rot >= m + strict.
+func outranked16(m, rot, strict uint64) uint64 {
+	return ((rot | sign16) - (m + strict)) & sign16
 }
 
-// keep12 is keep24 for Rule12: the larger of (a0, a1) and of (a2, a3),
-// ties to the lower index.
-func keep12(a0, a1, a2, a3 uint64) (k0, k1, k2, k3 uint64) {
-	c01 := (a0 - a1) >> 63
-	c23 := (a2 - a3) >> 63
-	return c01 ^ 1, c01, c23 ^ 1, c23
+// keep24x16 returns the lanes Rule24 keeps of the 4 16-bit magnitudes m,
+// as a mask of all-ones lanes: every lane outranked by fewer than 2 of
+// the other 3 (the count is 0..3, so bit 1 clear means below 2).
+func keep24x16(m uint64) uint64 {
+	n := outranked16(m, bits.RotateLeft64(m, -16), strict1)>>15 +
+		outranked16(m, bits.RotateLeft64(m, -32), strict2)>>15 +
+		outranked16(m, bits.RotateLeft64(m, -48), strict3)>>15
+	return (^n & bit1x4) >> 1 * 0xFFFF
+}
+
+// keep12x16 is keep24x16 for Rule12: lane 0 against lane 1 and lane 2
+// against lane 3.
+func keep12x16(m uint64) uint64 {
+	out := outranked16(m, bits.RotateLeft64(m, -16), strict1)&lanes02 |
+		outranked16(m, bits.RotateLeft64(m, -48), strict3)&lanes13
+	return (^out & sign16) >> 15 * 0xFFFF
 }

@@ -168,29 +168,48 @@ func TestLaneMask(t *testing.T) {
 	}
 }
 
-// TestKeepExhaustive checks keep24 and keep12 on every group of
-// magnitudes from a small set with many ties, and near the top of the
-// F32 range, against the sorting reference.
-func TestKeepExhaustive(t *testing.T) {
-	for _, mags := range [][]uint64{{0, 1, 2, 3}, {0, 0x7F80_0000, 0x7F7F_FFFF, 0x7FFF_FFFF}} {
-		for code := range 256 {
-			a := [4]uint64{mags[code&3], mags[code>>2&3], mags[code>>4&3], mags[code>>6&3]}
-			vals := []float64{float64(a[0]), float64(a[1]), float64(a[2]), float64(a[3])}
-			var want [4]uint64
-			for _, i := range refSelect(vals) {
-				want[i] = 1
+// TestPruneSmallExhaustive prunes every group of 4 magnitudes from a
+// small set with many ties (and, separately, from the top of the range:
+// the largest finite value and infinity), under every sign pattern of a
+// group, and compares with the sorting reference.
+func TestPruneSmallExhaustive(t *testing.T) {
+	for _, dt := range allDTypes {
+		sp := specials(dt)
+		for _, mags := range [][]uint32{
+			{0, fromFloat32(1, dt), fromFloat32(2, dt), fromFloat32(3, dt)},
+			{sp[4], sp[6], sp[8], sp[2]}, // least subnormal, largest subnormal, largest finite, +Inf
+		} {
+			src := make([]byte, 256*16*4*dt.Size())
+			e := 0
+			for code := range 256 {
+				for signs := range 16 {
+					for i := range 4 {
+						b := mags[code>>(2*i)&3]
+						if signs>>i&1 != 0 {
+							b |= negZeroBits(dt)
+						}
+						putBits(src, e, dt, b)
+						e++
+					}
+				}
 			}
-			k0, k1, k2, k3 := keep24(a[0], a[1], a[2], a[3])
-			if got := [4]uint64{k0, k1, k2, k3}; got != want {
-				t.Errorf("keep24%v = %v, want %v", a, got, want)
-			}
-			want = [4]uint64{}
-			for p := 0; p < 4; p += 2 {
-				want[p+refSelect(vals[p : p+2])[0]] = 1
-			}
-			k0, k1, k2, k3 = keep12(a[0], a[1], a[2], a[3])
-			if got := [4]uint64{k0, k1, k2, k3}; got != want {
-				t.Errorf("keep12%v = %v, want %v", a, got, want)
+			for _, rule := range []Rule{Rule24, Rule12} {
+				want, wantSt, err := refPrune(src, dt, 4, 0, rule)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dst := make([]byte, len(src))
+				st, err := Prune(dst, src, dt, 4, 0, rule)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i := firstDiff(dst, want, dt); i >= 0 {
+					t.Errorf("%v %v: group % x pruned to % x, want % x", dt, rule, src[i/4*4*dt.Size():][:4*dt.Size()],
+						dst[i/4*4*dt.Size():][:4*dt.Size()], want[i/4*4*dt.Size():][:4*dt.Size()])
+				}
+				if !close(st.Kept, wantSt.Kept) || !close(st.Total, wantSt.Total) {
+					t.Errorf("%v %v: stats %+v, want %+v", dt, rule, st, wantSt)
+				}
 			}
 		}
 	}

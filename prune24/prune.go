@@ -49,29 +49,13 @@ func Prune(dst, src []byte, dt DType, cols int, rowBase int, rule Rule) (Stats, 
 	}
 	if nan >= 0 {
 		e := nan / dt.Size()
-		return st, &NaNError{Row: rowBase + e/cols, Col: e % cols}
+		return Stats{}, &NaNError{Row: rowBase + e/cols, Col: e % cols}
 	}
 	return st, nil
 }
 
-// select16 returns the group v of 4 16-bit elements, with magnitudes m,
-// pruned by rule.
-func select16(v, m uint64, rule Rule) uint64 {
-	a0, a1, a2, a3 := m&0xFFFF, m>>16&0xFFFF, m>>32&0xFFFF, m>>48
-	var k0, k1, k2, k3 uint64
-	if rule == Rule12 {
-		k0, k1, k2, k3 = keep12(a0, a1, a2, a3)
-	} else {
-		k0, k1, k2, k3 = keep24(a0, a1, a2, a3)
-	}
-	keep := (k0 | k1<<16 | k2<<32 | k3<<48) * 0xFFFF
-	// Keep a sign bit only where the magnitude is nonzero: -0.0 → +0.0.
-	return v & keep & (mag16 | (m+mag16)&sign16)
-}
-
 // pruneBF16 prunes BF16 src into dst (same length, a multiple of 8) and
-// returns the stats so far and the byte offset of the first NaN's group,
-// or -1.
+// returns the stats so far and the byte offset of the first NaN, or -1.
 func pruneBF16(dst, src []byte, rule Rule) (Stats, int) {
 	var kept, total float64
 	for off := 0; off+8 <= len(src) && off+8 <= len(dst); off += 8 {
@@ -80,29 +64,47 @@ func pruneBF16(dst, src []byte, rule Rule) (Stats, int) {
 		if (m+nanAddBF16)&sign16 != 0 {
 			return Stats{kept, total}, off + nanLane16(m+nanAddBF16)
 		}
-		out := select16(v, m, rule)
-		binary.LittleEndian.PutUint64(dst[off:], out)
+		var keep uint64
+		if rule == Rule12 {
+			keep = keep12x16(m)
+		} else {
+			keep = keep24x16(m)
+		}
+		// Keep a sign bit only where the magnitude is nonzero: -0.0 → +0.0.
+		binary.LittleEndian.PutUint64(dst[off:], v&keep&(mag16|(m+mag16)&sign16))
 		total += sumBF16(m)
-		kept += sumBF16(out & mag16)
+		kept += sumBF16(m & keep)
 	}
 	return Stats{kept, total}, -1
 }
 
-// pruneF16 is pruneBF16 for F16.
+// pruneF16 is pruneBF16 for F16. Its sums are kept in units of 2^-112
+// (see sumF16), which cannot hold an infinity: an infinity only sets a
+// flag, and since it ranks first it is always kept and makes both sums
+// +Inf.
 func pruneF16(dst, src []byte, rule Rule) (Stats, int) {
 	var kept, total float64
+	inf := false
 	for off := 0; off+8 <= len(src) && off+8 <= len(dst); off += 8 {
 		v := binary.LittleEndian.Uint64(src[off:])
 		m := v & mag16
-		if (m+nanAddF16)&sign16 != 0 {
-			return Stats{kept, total}, off + nanLane16(m+nanAddF16)
+		if (m+infAddF16)&sign16 != 0 {
+			if (m+nanAddF16)&sign16 != 0 {
+				return statsF16(kept, total, inf), off + nanLane16(m+nanAddF16)
+			}
+			inf = true // the sums below are then ignored
 		}
-		out := select16(v, m, rule)
-		binary.LittleEndian.PutUint64(dst[off:], out)
+		var keep uint64
+		if rule == Rule12 {
+			keep = keep12x16(m)
+		} else {
+			keep = keep24x16(m)
+		}
+		binary.LittleEndian.PutUint64(dst[off:], v&keep&(mag16|(m+mag16)&sign16))
 		total += sumF16(m)
-		kept += sumF16(out & mag16)
+		kept += sumF16(m & keep)
 	}
-	return Stats{kept, total}, -1
+	return statsF16(kept, total, inf), -1
 }
 
 // nanLane16 returns the byte offset in its group of the first lane whose
@@ -123,9 +125,26 @@ func sumBF16(m uint64) float64 {
 		float64(math.Float32frombits(hi<<16)) + float64(math.Float32frombits(hi&0xFFFF0000))
 }
 
-// sumF16 returns the sum of 4 F16 magnitudes m, none a NaN.
+// infAddF16 is nanAddF16 for an F16 infinity or NaN (0x7C00 and above).
+const infAddF16 = 0x0400_0400_0400_0400
+
+// sumF16 returns the sum of 4 finite F16 magnitudes m, in units of
+// 2^-112: shifted left by 13, an F16 magnitude is the F32 of its value
+// times 2^-112 (F16 subnormals become F32 subnormals), and the scaling by
+// a power of 2 is exact.
 func sumF16(m uint64) float64 {
-	return f16Mag(m&0xFFFF) + f16Mag(m>>16&0xFFFF) + f16Mag(m>>32&0xFFFF) + f16Mag(m>>48)
+	lo, hi := uint32(m), uint32(m>>32)
+	return float64(math.Float32frombits(lo&0x7FFF<<13)) + float64(math.Float32frombits(lo>>3&(0x7FFF<<13))) +
+		float64(math.Float32frombits(hi&0x7FFF<<13)) + float64(math.Float32frombits(hi>>3&(0x7FFF<<13)))
+}
+
+// statsF16 returns the stats of pruneF16 from its sums in units of
+// 2^-112, both +Inf if an infinity was seen.
+func statsF16(kept, total float64, inf bool) Stats {
+	if inf {
+		return Stats{math.Inf(1), math.Inf(1)}
+	}
+	return Stats{kept * 0x1p112, total * 0x1p112}
 }
 
 // sumF32 returns the sum of 2 F32 magnitudes m.
@@ -144,11 +163,20 @@ func pruneF32(dst, src []byte, rule Rule) (Stats, int) {
 			return Stats{kept, total}, off + nanLane32(m0+nanAddF32, m1+nanAddF32)
 		}
 		a0, a1, a2, a3 := m0&0x7FFFFFFF, m0>>32, m1&0x7FFFFFFF, m1>>32
+		c01 := (a0 - a1) >> 63 // as in prune16
+		c23 := (a2 - a3) >> 63
 		var k0, k1, k2, k3 uint64
 		if rule == Rule12 {
-			k0, k1, k2, k3 = keep12(a0, a1, a2, a3)
+			k0, k1, k2, k3 = c01^1, c01, c23^1, c23
 		} else {
-			k0, k1, k2, k3 = keep24(a0, a1, a2, a3)
+			c02 := (a0 - a2) >> 63
+			c03 := (a0 - a3) >> 63
+			c12 := (a1 - a2) >> 63
+			c13 := (a1 - a3) >> 63
+			k0 = (c01 + c02 + c03 - 2) >> 63
+			k1 = (c12 + c13 - c01 - 1) >> 63
+			k2 = (c23 - c02 - c12) >> 63
+			k3 = (1 - c03 - c13 - c23) >> 63
 		}
 		keep0 := (k0 | k1<<32) * 0xFFFFFFFF
 		keep1 := (k2 | k3<<32) * 0xFFFFFFFF
