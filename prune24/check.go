@@ -6,11 +6,12 @@ import (
 	"math/bits"
 )
 
-// Check reports whether data, whole rows of cols elements of type dt,
+// Check returns nil if data, whole rows of cols elements of type dt,
 // satisfies rule: at most 2 nonzeros in every group of 4 (Rule24) or at
 // most 1 in every pair (Rule12). -0.0 counts as zero and NaN as nonzero,
-// as with an IEEE compare. The first violating group, in row-major order,
-// is reported as a [*StructureError] with the group's first column.
+// as with an IEEE compare. Otherwise it returns a [*StructureError] for
+// the first violating group in row-major order, at the group's first
+// column.
 func Check(data []byte, dt DType, cols int, rule Rule) error {
 	if err := checkDType(dt); err != nil {
 		return err
@@ -117,9 +118,10 @@ func magMask(dt DType) uint32 {
 // checkRuleChunk is how many bytes CheckRule prunes at a time.
 const checkRuleChunk = 64 << 10
 
-// CheckRule reports whether pruned is bit for bit what [Prune] makes of
-// original with the same dt, cols and rule. The first differing element is
-// reported as a [*RuleError]; a NaN in original as Prune's [*NaNError].
+// CheckRule returns nil if pruned is bit for bit what [Prune] makes of
+// original with the same dt, cols and rule. Otherwise it returns a
+// [*RuleError] for the first differing element, or Prune's [*NaNError]
+// for a NaN in original.
 func CheckRule(pruned, original []byte, dt DType, cols int, rule Rule) error {
 	if err := checkDType(dt); err != nil {
 		return err

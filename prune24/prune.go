@@ -129,9 +129,9 @@ func sumBF16(m uint64) float64 {
 const infAddF16 = 0x0400_0400_0400_0400
 
 // sumF16 returns the sum of 4 finite F16 magnitudes m, in units of
-// 2^-112: shifted left by 13, an F16 magnitude is the F32 of its value
-// times 2^-112 (F16 subnormals become F32 subnormals), and the scaling by
-// a power of 2 is exact.
+// 2^-112: an F16 magnitude shifted left by 13 is, as F32 bits, its value
+// times 2^-112 (F16 subnormals become F32 subnormals), and scaling by a
+// power of 2 is exact.
 func sumF16(m uint64) float64 {
 	lo, hi := uint32(m), uint32(m>>32)
 	return float64(math.Float32frombits(lo&0x7FFF<<13)) + float64(math.Float32frombits(lo>>3&(0x7FFF<<13))) +
@@ -152,7 +152,8 @@ func sumF32(m uint64) float64 {
 	return float64(math.Float32frombits(uint32(m))) + float64(math.Float32frombits(uint32(m>>32)))
 }
 
-// pruneF32 is pruneBF16 for F32: a group of 4 is two uint64 words.
+// pruneF32 is pruneBF16 for F32: a group of 4 is two uint64 words, and
+// the selection compares the 4 magnitudes as scalars.
 func pruneF32(dst, src []byte, rule Rule) (Stats, int) {
 	var kept, total float64
 	for off := 0; off+16 <= len(src) && off+16 <= len(dst); off += 16 {
@@ -162,8 +163,15 @@ func pruneF32(dst, src []byte, rule Rule) (Stats, int) {
 		if ((m0+nanAddF32)|(m1+nanAddF32))&sign32 != 0 {
 			return Stats{kept, total}, off + nanLane32(m0+nanAddF32, m1+nanAddF32)
 		}
+		// The magnitudes a0..a3 are below 2^31, so the top bit of a
+		// difference is its sign. For i < j, cij is 1 when j outranks i
+		// (aj > ai) and 0 when i outranks j (ties to the lower index).
+		// Rule24 keeps an element outranked fewer than 2 times: 0 is
+		// outranked c01+c02+c03 times, 1 (1-c01)+c12+c13, 2
+		// (1-c02)+(1-c12)+c23 and 3 3-c03-c13-c23 times; ki is the sign
+		// bit of that count minus 2.
 		a0, a1, a2, a3 := m0&0x7FFFFFFF, m0>>32, m1&0x7FFFFFFF, m1>>32
-		c01 := (a0 - a1) >> 63 // as in prune16
+		c01 := (a0 - a1) >> 63
 		c23 := (a2 - a3) >> 63
 		var k0, k1, k2, k3 uint64
 		if rule == Rule12 {
