@@ -31,6 +31,8 @@ type driver struct {
 	cuMemcpyHtoD  func(dst uint64, src []byte, n uint64) int32
 	cuMemcpyDtoH  func(dst []byte, src uint64, n uint64) int32
 	cuMemsetD8    func(dst uint64, v uint8, n uint64) int32
+	cuMemcpyDtoDA func(dst, src uint64, n uint64, stream uintptr) int32
+	cuMemsetD32A  func(dst uint64, v uint32, n uint64, stream uintptr) int32
 	cuModuleLoad  func(mod *uintptr, image []byte, nopt uint32, opts []int32, vals []uintptr) int32
 	cuModuleUnld  func(mod uintptr) int32
 	cuModuleGetFn func(fn *uintptr, mod uintptr, name string) int32
@@ -76,6 +78,8 @@ func loadDriver(lib string) (*driver, error) {
 		sym(&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
 		sym(&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
 		sym(&d.cuMemsetD8, "cuMemsetD8_v2"),
+		sym(&d.cuMemcpyDtoDA, "cuMemcpyDtoDAsync_v2"),
+		sym(&d.cuMemsetD32A, "cuMemsetD32Async"),
 		sym(&d.cuModuleLoad, "cuModuleLoadDataEx"),
 		sym(&d.cuModuleUnld, "cuModuleUnload"),
 		sym(&d.cuModuleGetFn, "cuModuleGetFunction"),
