@@ -64,6 +64,11 @@ func newGPUNumeric(opt Options) (numeric, error) {
 
 func (g *gpuNumeric) Tolerance() float64 { return gpuTolerance }
 func (g *gpuNumeric) Close()             { g.dev.Close() }
+
+// Workers allows up to 4 tensors at once: their CPU checks overlap while
+// the device serialises its own work, and each holds a dense copy of its
+// weight in host memory when the original is given.
+func (g *gpuNumeric) Workers(requested int) int { return defaultWorkers(requested, 4) }
 func (g *gpuNumeric) Describe() string {
 	ref := "pruned dense decoded on the GPU"
 	if g.orig != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
@@ -18,7 +19,18 @@ type numeric interface {
 	Tolerance() float64
 	// Describe says where the check runs, for the report.
 	Describe() string
+	// Workers returns how many tensors may be checked at once, given the
+	// caller's request (0 for the default).
+	Workers(requested int) int
 	Close()
+}
+
+// defaultWorkers returns requested, or GOMAXPROCS capped at most.
+func defaultWorkers(requested, most int) int {
+	if requested > 0 {
+		return requested
+	}
+	return max(1, min(runtime.GOMAXPROCS(0), most))
 }
 
 // cpuTolerance: both CPU products add the same nonzero float64 terms in
@@ -35,6 +47,9 @@ type cpuNumeric struct {
 
 func (n *cpuNumeric) Tolerance() float64 { return cpuTolerance }
 func (n *cpuNumeric) Close()             {}
+
+// Workers allows one tensor per core.
+func (n *cpuNumeric) Workers(requested int) int { return defaultWorkers(requested, 1<<10) }
 func (n *cpuNumeric) Describe() string {
 	s := fmt.Sprintf("cpu (float64, %d random tokens)", n.tokens)
 	if n.why != "" {
