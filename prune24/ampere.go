@@ -216,16 +216,12 @@ func unpackAmpere32(dense, packed, meta []byte, rows, cols int) error {
 			for t := 0; t < 8; t++ {
 				g := g0 + t
 				nib := word >> (4 * t) & 0xF
-				var shift uint64
-				switch nib {
-				case 0x4:
-				case 0xE:
-					shift = 32
-				default:
+				if (1<<0x4|1<<0xE)>>nib&1 == 0 {
 					return &MetaError{Row: r, Group: g, Nibble: byte(nib), Rule: Rule12}
 				}
+				// 0x4 keeps a (shift 0), 0xE keeps b (bit 3 set: shift 32).
 				pv := binary.LittleEndian.Uint32(src[4*g:])
-				binary.LittleEndian.PutUint64(dst[8*g:], uint64(pv)<<shift)
+				binary.LittleEndian.PutUint64(dst[8*g:], uint64(pv)<<(nib&8<<2))
 			}
 		}
 	}
