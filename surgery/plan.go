@@ -118,8 +118,7 @@ func NewPlan(ck *checkpoint.Checkpoint, opt Options) (*Plan, error) {
 // planShard builds the output specs of one input shard.
 func (p *Plan) planShard(s *checkpoint.File) (checkpoint.Shard, error) {
 	out := checkpoint.Shard{Name: filepath.Base(s.Path())}
-	man := &Manifest{Tool: "sfsurgery", Version: p.Options.Version, Format: p.Options.Format,
-		Rule: RuleDescription, Targets: map[string]string{}}
+	man := p.manifest()
 	for _, info := range s.Tensors {
 		if !p.Options.Selector.Match(info.Name) {
 			out.Tensors = append(out.Tensors, copySpec(s, info))
@@ -277,4 +276,58 @@ func foldLayer(name string) string {
 		}
 	}
 	return strings.Join(parts, ".")
+}
+
+// Reshard splits the planned output into shards of at most maxBytes
+// tensor bytes (Hugging Face names, greedy, tensor order kept) instead of
+// mirroring the input's shards. Each shard's manifest lists the targets
+// whose outputs it holds. A single-file input has no directory to shard
+// into.
+func (p *Plan) Reshard(maxBytes int64) error {
+	if p.single {
+		return fmt.Errorf("%s: --max-shard-size needs a model directory, not a single .safetensors file", p.Input.Path)
+	}
+	if maxBytes <= 0 {
+		return fmt.Errorf("--max-shard-size must be positive")
+	}
+	var all []checkpoint.TensorSpec
+	for _, s := range p.shards {
+		all = append(all, s.Tensors...)
+	}
+	owner := map[string]*TensorPlan{}
+	for _, t := range p.Targets {
+		if t.Skip == "" {
+			for _, o := range t.Outputs {
+				owner[o] = t
+			}
+		}
+	}
+	base := map[string]string{}
+	for k, v := range p.Input.Shards[0].Metadata {
+		base[k] = v
+	}
+	shards := checkpoint.Reshard(all, maxBytes)
+	for i := range shards {
+		man := p.manifest()
+		for _, sp := range shards[i].Tensors {
+			if t, ok := owner[sp.Name]; ok {
+				man.Targets[t.Name] = t.Rule
+				t.Shard = shards[i].Name
+			}
+		}
+		md := map[string]string{}
+		for k, v := range base {
+			md[k] = v
+		}
+		md[MetadataKey] = man.encode()
+		shards[i].Metadata = md
+	}
+	p.shards = shards
+	return nil
+}
+
+// manifest returns an empty manifest of this plan's output.
+func (p *Plan) manifest() *Manifest {
+	return &Manifest{Tool: "sfsurgery", Version: p.Options.Version, Format: p.Options.Format,
+		Rule: RuleDescription, Targets: map[string]string{}}
 }

@@ -35,8 +35,7 @@ func NewUnpackPlan(ck *checkpoint.Checkpoint, version string) (*Plan, error) {
 	for _, s := range ck.Shards {
 		shard := checkpoint.Shard{Name: filepath.Base(s.Path()), Metadata: map[string]string{}}
 		skip := map[string]bool{}
-		outMan := &Manifest{Tool: "sfsurgery", Version: version, Format: FormatDense, Rule: RuleDescription,
-			Targets: map[string]string{}}
+		outMan := p.manifest()
 		decoded := map[string]*Compressed{}
 		for _, c := range byShard[s] {
 			skip[c.Values.Name], skip[c.Index.Name], skip[c.Shape.Name] = true, true, true
