@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"unsafe"
 )
 
@@ -20,6 +18,7 @@ const (
 	ltPrefMaxWorkspace    = 1  // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
 	ltWorkspaceBytes      = 32 << 20
 	ltRequestedAlgorithms = 8
+	ltMaxPlans            = 1024 // cached shapes; the cache is emptied when full
 )
 
 // ltHeuristic is cublasLtMatmulHeuristicResult_t: the algorithm
@@ -39,6 +38,7 @@ type cublasLt struct {
 	version uint64
 	handle  uintptr
 	ws      *Buffer
+	plans   map[ltKey]*ltPlan // descriptors and algorithms per shape
 
 	create        func(h *uintptr) int32
 	destroy       func(h uintptr) int32
@@ -71,37 +71,8 @@ func cublasLtCandidates(env, home, venv string) []string {
 	if env != "" {
 		return []string{env}
 	}
-	out := cublasLtNames()
-	var prefixes []string
-	if venv != "" {
-		prefixes = append(prefixes, venv)
-	}
-	prefixes = append(prefixes, "/opt/*/.venv", "/opt/*", "/opt/conda", "/usr/local", "/usr")
-	if home != "" {
-		prefixes = append(prefixes, filepath.Join(home, ".local"))
-	}
-	var patterns []string
-	for _, p := range prefixes {
-		for _, site := range []string{"site-packages", "dist-packages"} {
-			for _, sub := range []string{"nvidia/cu13/lib", "nvidia/cublas/lib"} {
-				patterns = append(patterns, filepath.Join(p, "lib", "python3*", site, sub, "libcublasLt.so*"))
-			}
-		}
-	}
-	patterns = append(patterns, "/usr/local/cuda/lib64/libcublasLt.so*", "/usr/local/cuda-*/lib64/libcublasLt.so*")
-	seen := map[string]bool{}
-	for _, pat := range patterns {
-		files, _ := filepath.Glob(pat)
-		slices.Sort(files)
-		slices.Reverse(files) // .so.13 before .so.12
-		for _, f := range files {
-			if !seen[f] {
-				seen[f] = true
-				out = append(out, f)
-			}
-		}
-	}
-	return out
+	return libraryCandidates(cublasLtNames(), []string{"nvidia/cu13/lib", "nvidia/cublas/lib"},
+		"libcublasLt.so*", home, venv)
 }
 
 // loadCublasLt finds and initialises cuBLASLt. It runs with the context
@@ -128,7 +99,7 @@ func openCublasLt(d *Device, path string) (*cublasLt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	lt := &cublasLt{path: path}
+	lt := &cublasLt{path: path, plans: make(map[ltKey]*ltPlan)}
 	syms := []symbol{
 		sym(&lt.create, "cublasLtCreate"),
 		sym(&lt.destroy, "cublasLtDestroy"),
@@ -177,81 +148,10 @@ func (lt *cublasLt) check(op string, status int32) error {
 	return &CUDAError{Op: op, Code: int(status), Name: name}
 }
 
-// close destroys the handle; the workspace is freed with the device's
-// buffers. It runs with the context current and the mutex held.
+// close destroys the cached plans and the handle; the workspace is freed
+// with the device's buffers. It runs with the context current and the
+// mutex held.
 func (lt *cublasLt) close() error {
-	return lt.check("cublasLtDestroy", lt.destroy(lt.handle))
-}
-
-// matmul computes y[m][n] = x[m][k] · w[n][k]ᵀ. Row-major through the
-// column-major library: y viewed column-major is yᵀ [n][m] = w · xᵀ, so
-// A = w (stored k×n column-major, op T), B = x (k×m, op N), C = D = y
-// (n×m, ld n). It runs with the context current and the mutex held.
-func (lt *cublasLt) matmul(d *Device, y, x, w *Buffer, dt DType, m, n, k int) (err error) {
-	var desc, la, lb, lc, pref uintptr
-	defer func() {
-		for _, l := range []uintptr{la, lb, lc} {
-			if l != 0 {
-				err = errors.Join(err, lt.check("cublasLtMatrixLayoutDestroy", lt.layoutDestroy(l)))
-			}
-		}
-		if desc != 0 {
-			err = errors.Join(err, lt.check("cublasLtMatmulDescDestroy", lt.descDestroy(desc)))
-		}
-		if pref != 0 {
-			err = errors.Join(err, lt.check("cublasLtMatmulPreferenceDestroy", lt.prefDestroy(pref)))
-		}
-	}()
-	if err := lt.check("cublasLtMatmulDescCreate", lt.descCreate(&desc, cublasCompute32F, cudaR32F)); err != nil {
-		return err
-	}
-	opT, opN := int32(cublasOpT), int32(cublasOpN)
-	if err := lt.check("cublasLtMatmulDescSetAttribute(TRANSA)",
-		lt.descSetAttr(desc, ltDescTransA, unsafe.Pointer(&opT), 4)); err != nil {
-		return err
-	}
-	if err := lt.check("cublasLtMatmulDescSetAttribute(TRANSB)",
-		lt.descSetAttr(desc, ltDescTransB, unsafe.Pointer(&opN), 4)); err != nil {
-		return err
-	}
-	t := dt.cudaDataType()
-	if err := lt.check("cublasLtMatrixLayoutCreate(A)",
-		lt.layoutCreate(&la, t, uint64(k), uint64(n), int64(k))); err != nil {
-		return err
-	}
-	if err := lt.check("cublasLtMatrixLayoutCreate(B)",
-		lt.layoutCreate(&lb, t, uint64(k), uint64(m), int64(k))); err != nil {
-		return err
-	}
-	if err := lt.check("cublasLtMatrixLayoutCreate(C)",
-		lt.layoutCreate(&lc, cudaR32F, uint64(n), uint64(m), int64(n))); err != nil {
-		return err
-	}
-	if err := lt.check("cublasLtMatmulPreferenceCreate", lt.prefCreate(&pref)); err != nil {
-		return err
-	}
-	wsMax := uint64(lt.ws.n)
-	if err := lt.check("cublasLtMatmulPreferenceSetAttribute",
-		lt.prefSetAttr(pref, ltPrefMaxWorkspace, unsafe.Pointer(&wsMax), 8)); err != nil {
-		return err
-	}
-	var res [ltRequestedAlgorithms]ltHeuristic
-	var found int32
-	if err := lt.check("cublasLtMatmulAlgoGetHeuristic",
-		lt.heuristic(lt.handle, desc, la, lb, lc, lc, pref, int32(len(res)), &res[0], &found)); err != nil {
-		return err
-	}
-	pick := -1
-	for i := 0; i < int(found) && i < len(res); i++ {
-		if res[i].state == 0 && res[i].workspaceSize <= wsMax {
-			pick = i
-			break
-		}
-	}
-	if pick < 0 {
-		return fmt.Errorf("cuBLASLt has no algorithm for %v m=%d n=%d k=%d", dt, m, n, k)
-	}
-	alpha, beta := float32(1), float32(0)
-	return lt.check("cublasLtMatmul", lt.ltMatmul(lt.handle, desc, &alpha, w.ptr, la, x.ptr, lb, &beta,
-		y.ptr, lc, y.ptr, lc, &res[pick].algo, lt.ws.ptr, uintptr(wsMax), d.stream))
+	err := lt.dropPlans()
+	return errors.Join(err, lt.check("cublasLtDestroy", lt.destroy(lt.handle)))
 }
