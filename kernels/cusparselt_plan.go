@@ -1,0 +1,275 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Objects of one plan, at these multiples of spObjectBytes in its host
+// memory.
+const (
+	spObjA = iota
+	spObjB
+	spObjC
+	spObjMatmul
+	spObjAlg
+	spObjPlan
+	spObjects
+)
+
+// SparseLtPlan is a cuSPARSELt product y = x · Wᵀ of one data type and
+// shape, planned once: y [m][n] (float32 when the library offers it, else
+// the input type; see [SparseLtPlan.OutputBytes]), x [Rows][k] of type dt,
+// W the compressed weight of [SparseLt.Compress]. Plans are cached by
+// [SparseLt.Plan] and released by [SparseLt.Close].
+type SparseLtPlan struct {
+	s        *SparseLt
+	dt       DType
+	m, n, k  int
+	rows     int // m, or m rounded up when the library needs it
+	outBytes int
+	host     []byte
+	inited   int // objects initialised, in the order above
+	searched bool
+	wsBytes  int64
+}
+
+// Rows returns the number of x and y rows the plan computes: m, or m
+// rounded up to a multiple of 8 or 16 when the library does not take m
+// itself (as PyTorch pads). x and y must hold that many rows; the extra
+// rows of y are computed from the extra rows of x.
+func (p *SparseLtPlan) Rows() int { return p.rows }
+
+// OutputBytes returns the size of an element of y: 4 (float32) or 2 (the
+// input type, when the library has no float32 output for it).
+func (p *SparseLtPlan) OutputBytes() int { return p.outBytes }
+
+// Searched reports whether [SparseLtPlan.Search] has chosen the plan's
+// algorithm.
+func (p *SparseLtPlan) Searched() bool { return p.searched }
+
+// Plan returns the plan of y[m][n] = x[m][k] · W[n][k]ᵀ for inputs of
+// type dt, creating and caching it on first use. W is row-major with its
+// 2:4 groups along k; x and y are row-major. In the library's terms: A =
+// W (structured, row-major n×k, not transposed), B = x seen as row-major
+// m×k, transposed, and C = D = y seen as column-major n×m.
+func (s *SparseLt) Plan(dt DType, m, n, k int) (*SparseLtPlan, error) {
+	if err := checkDims("SparseLt.Plan", dt, m, n, k); err != nil {
+		return nil, err
+	}
+	var p *SparseLtPlan
+	err := s.do(func() error {
+		key := ltKey{dt, m, n, k}
+		if cached, ok := s.plans[key]; ok {
+			p = cached
+			return nil
+		}
+		var errs []error
+		for _, rows := range planRows(m) {
+			for _, out := range []int{4, 2} {
+				q, err := s.newPlan(dt, m, n, k, rows, out)
+				if err == nil {
+					s.plans[key] = q
+					p = q
+					return nil
+				}
+				errs = append(errs, err)
+				if !retryable(err) {
+					return errors.Join(errs...)
+				}
+			}
+		}
+		return fmt.Errorf("cuSPARSELt has no plan for %v m=%d n=%d k=%d: %w", dt, m, n, k, errors.Join(errs...))
+	})
+	return p, err
+}
+
+// planRows lists the row counts tried for m: m itself, then m rounded up
+// to multiples of 8 and 16.
+func planRows(m int) []int {
+	out := []int{m}
+	for _, a := range []int{8, 16} {
+		if r := (m + a - 1) / a * a; r != out[len(out)-1] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// retryable reports whether a plan's failure may go away with another
+// output type or row count.
+func retryable(err error) bool {
+	var ce *CUDAError
+	return errors.As(err, &ce) && (ce.Code == spStatusNotSupp || ce.Code == spStatusInvalid)
+}
+
+// newPlan initialises every object of a plan. It runs with the mutex held.
+func (s *SparseLt) newPlan(dt DType, m, n, k, rows, outBytes int) (p *SparseLtPlan, err error) {
+	host, err := mapHost(spObjects * spObjectBytes)
+	if err != nil {
+		return nil, err
+	}
+	p = &SparseLtPlan{s: s, dt: dt, m: m, n: n, k: k, rows: rows, outBytes: outBytes, host: host}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.destroy())
+			p = nil
+		}
+	}()
+	f, h := &s.fn, s.handle
+	t := dt.cudaDataType()
+	outType := t
+	if outBytes == 4 {
+		outType = cudaR32F
+	}
+	steps := []struct {
+		op  string
+		run func() int32
+	}{
+		{"cusparseLtStructuredDescriptorInit(A)", func() int32 {
+			return f.structInit(h, p.obj(spObjA), int64(n), int64(k), int64(k), spAlignment, t, spOrderRow, spSparsity50)
+		}},
+		{"cusparseLtDenseDescriptorInit(B)", func() int32 {
+			return f.denseInit(h, p.obj(spObjB), int64(rows), int64(k), int64(k), spAlignment, t, spOrderRow)
+		}},
+		{"cusparseLtDenseDescriptorInit(C)", func() int32 {
+			return f.denseInit(h, p.obj(spObjC), int64(n), int64(rows), int64(n), spAlignment, outType, spOrderCol)
+		}},
+		{"cusparseLtMatmulDescriptorInit", func() int32 {
+			return f.matmulInit(h, p.obj(spObjMatmul), spOpN, spOpT, p.obj(spObjA), p.obj(spObjB), p.obj(spObjC),
+				p.obj(spObjC), spCompute32F)
+		}},
+		{"cusparseLtMatmulAlgSelectionInit", func() int32 {
+			return f.algInit(h, p.obj(spObjAlg), p.obj(spObjMatmul), spAlgDefault)
+		}},
+		{"cusparseLtMatmulPlanInit", func() int32 {
+			return f.planInit(h, p.obj(spObjPlan), p.obj(spObjMatmul), p.obj(spObjAlg))
+		}},
+	}
+	for _, st := range steps {
+		if err := s.check(st.op, st.run()); err != nil {
+			return nil, fmt.Errorf("rows %d, %d-byte output: %w", rows, outBytes, err)
+		}
+		p.inited++
+	}
+	if err := p.readWorkspace(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// obj returns the address of object i of the plan.
+func (p *SparseLtPlan) obj(i int) uintptr { return addr(p.host, i*spObjectBytes) }
+
+// readWorkspace asks the library for the plan's workspace size.
+func (p *SparseLtPlan) readWorkspace() error {
+	var ws uint64
+	if err := p.s.check("cusparseLtMatmulGetWorkspace", p.s.fn.workspace(p.s.handle, p.obj(spObjPlan), &ws)); err != nil {
+		return err
+	}
+	p.wsBytes = int64(ws)
+	return nil
+}
+
+// destroy releases the plan's objects in reverse order and its memory.
+// It runs with the mutex held.
+func (p *SparseLtPlan) destroy() error {
+	if p.host == nil {
+		return nil
+	}
+	f := &p.s.fn
+	var errs []error
+	if p.inited > spObjPlan {
+		errs = append(errs, p.s.check("cusparseLtMatmulPlanDestroy", f.planDestroy(p.obj(spObjPlan))))
+	}
+	if p.inited > spObjAlg && f.algDestroy != nil {
+		errs = append(errs, p.s.check("cusparseLtMatmulAlgSelectionDestroy", f.algDestroy(p.obj(spObjAlg))))
+	}
+	// The matmul descriptor has no destructor in the C API.
+	for _, i := range []int{spObjC, spObjB, spObjA} {
+		if p.inited > i {
+			errs = append(errs, p.s.check("cusparseLtMatDescriptorDestroy", f.matDestroy(p.obj(i))))
+		}
+	}
+	errs = append(errs, unix.Munmap(p.host))
+	p.host = nil
+	p.inited = 0
+	return errors.Join(errs...)
+}
+
+// operands checks the buffers of a product of p. It runs with the mutex
+// held.
+func (p *SparseLtPlan) operands(op string, y, x, w *Buffer) (wBytes int64, err error) {
+	need, err := sizes([3]int{p.rows, p.n, p.outBytes}, [3]int{p.rows, p.k, 2}, [3]int{p.n, p.k, 1})
+	if err != nil {
+		return 0, err
+	}
+	// The compressed weight holds at least the kept half of the values.
+	if err := p.s.d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]},
+		operand{w, "w", need[2]}); err != nil {
+		return 0, err
+	}
+	return need[2], nil
+}
+
+// Search times the library's algorithms for this plan on the given
+// operands (it runs the product several times, writing y) and keeps the
+// fastest in the plan. It runs once: later calls return at once, so that
+// the search is paid once per shape, never per product.
+func (p *SparseLtPlan) Search(y, x, w *Buffer) error {
+	const op = "SparseLtPlan.Search"
+	return p.s.do(func() error {
+		if p.host == nil {
+			return fmt.Errorf("%w: plan was released", ErrClosed)
+		}
+		if p.searched {
+			return nil
+		}
+		if _, err := p.operands(op, y, x, w); err != nil {
+			return err
+		}
+		ws, err := p.s.workspace(p.wsBytes)
+		if err != nil {
+			return err
+		}
+		s := p.s
+		if err := s.check("cusparseLtMatmulSearch", s.fn.search(s.handle, p.obj(spObjPlan), addr(s.host, spHostAlpha),
+			w.ptr, x.ptr, addr(s.host, spHostBeta), y.ptr, y.ptr, bufPtr(ws), addr(s.host, spHostStream), 1)); err != nil {
+			return err
+		}
+		p.searched = true
+		// The chosen algorithm may need another workspace size.
+		return p.readWorkspace()
+	})
+}
+
+// Matmul queues y = x · Wᵀ with the plan, on the device's stream; w is
+// the weight compressed by [SparseLt.Compress]. x and y hold Rows rows.
+func (p *SparseLtPlan) Matmul(y, x, w *Buffer) error {
+	const op = "SparseLtPlan.Matmul"
+	return p.s.do(func() error {
+		if p.host == nil {
+			return fmt.Errorf("%w: plan was released", ErrClosed)
+		}
+		if _, err := p.operands(op, y, x, w); err != nil {
+			return err
+		}
+		ws, err := p.s.workspace(p.wsBytes)
+		if err != nil {
+			return err
+		}
+		s := p.s
+		return s.check("cusparseLtMatmul", s.fn.matmul(s.handle, p.obj(spObjPlan), addr(s.host, spHostAlpha),
+			w.ptr, x.ptr, addr(s.host, spHostBeta), y.ptr, y.ptr, bufPtr(ws), addr(s.host, spHostStream), 1))
+	})
+}
+
+// bufPtr returns b's device pointer, or 0 for nil.
+func bufPtr(b *Buffer) uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.ptr
+}

@@ -1,0 +1,250 @@
+package kernels
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"unsafe"
+)
+
+func TestPlanRows(t *testing.T) {
+	for _, c := range []struct {
+		m    int
+		want []int
+	}{
+		{1, []int{1, 8, 16}},
+		{8, []int{8, 16}},
+		{16, []int{16}},
+		{100, []int{100, 104, 112}},
+		{4096, []int{4096}},
+	} {
+		if got := planRows(c.m); !slices.Equal(got, c.want) {
+			t.Errorf("planRows(%d) = %v, want %v", c.m, got, c.want)
+		}
+	}
+}
+
+func TestSparseLtHelpers(t *testing.T) {
+	if got := sparseLtVersionString(800); got != "0.8.0" {
+		t.Errorf("version 800 = %q", got)
+	}
+	if got := sparseLtVersionString(1203); got != "1.2.3" {
+		t.Errorf("version 1203 = %q", got)
+	}
+	if !retryable(&CUDAError{Code: spStatusNotSupp}) || !retryable(errors.Join(errors.New("x"), &CUDAError{Code: spStatusInvalid})) {
+		t.Error("NOT_SUPPORTED and INVALID_VALUE must be retried")
+	}
+	if retryable(&CUDAError{Code: 7}) || retryable(errors.New("plain")) {
+		t.Error("other failures must not be retried")
+	}
+	if got := cusparseLtCandidates("/x/libcusparseLt.so.0", "", ""); len(got) != 1 || got[0] != "/x/libcusparseLt.so.0" {
+		t.Errorf("with SFSURGERY_CUSPARSELT: %v", got)
+	}
+	venv := t.TempDir()
+	lib := filepath.Join(venv, "lib", "python3.12", "site-packages", "nvidia", "cusparselt", "lib")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lib, "libcusparseLt.so.0"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := cusparseLtCandidates("", "", venv)
+	if len(got) < 3 || got[0] != "libcusparseLt.so.0" || got[2] != filepath.Join(lib, "libcusparseLt.so.0") {
+		t.Errorf("candidates = %v", got)
+	}
+}
+
+func TestMapHost(t *testing.T) {
+	b, err := mapHost(spHostBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != spHostBytes || addr(b, 0)%16 != 0 {
+		t.Errorf("mapHost: %d bytes at %#x", len(b), addr(b, 0))
+	}
+	*(*float32)(unsafe.Pointer(&b[spHostAlpha])) = 1
+	if b[spHostAlpha+3] != 0x3f {
+		t.Error("alpha not written in place")
+	}
+}
+
+// openSparseLt opens cuSPARSELt on d or skips the test without it.
+func openSparseLt(t *testing.T, d *Device) *SparseLt {
+	t.Helper()
+	s, err := d.OpenSparseLt()
+	if errors.Is(err, ErrNoSparseLt) {
+		t.Skipf("no cuSPARSELt: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Logf("%v", s)
+	return s
+}
+
+// TestGPUSparseLt compresses a random 2:4 weight with cuSPARSELt and
+// checks its product against cuBLASLt's on the pruned dense weight, for
+// token counts that need no padding and some that may.
+func TestGPUSparseLt(t *testing.T) {
+	d := openGPU(t)
+	s := openSparseLt(t, d)
+	rng := testRand(t)
+	for _, dt := range []DType{BF16, F16} {
+		n, k := 256, 512
+		w := newWeight(t, d, rng, dt, n, k)
+		size, err := s.CompressedSize(dt, n, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size < int64(n*k) {
+			t.Fatalf("CompressedSize %d < the kept values' %d bytes", size, n*k)
+		}
+		cw := alloc(t, d, int(size))
+		if err := s.Compress(cw, w.dDense, dt, n, k); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []int{1, 16, 100} {
+			p, err := s.Plan(dt, m, n, k)
+			if err != nil {
+				t.Fatalf("%v m=%d: %v", dt, m, err)
+			}
+			if q, err := s.Plan(dt, m, n, k); err != nil || q != p {
+				t.Fatalf("Plan is not cached: %p %p %v", p, q, err)
+			}
+			rows := p.Rows()
+			x := upload16(t, d, randDense(rng, dt, rows*k))
+			y, ref := poisoned(t, d, rows*n), poisoned(t, d, rows*n)
+			if err := p.Search(y, x, cw); err != nil {
+				t.Fatal(err)
+			}
+			if !p.Searched() {
+				t.Error("Searched false after Search")
+			}
+			if err := y.memset(0xff); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Matmul(y, x, cw); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.DenseMatmul(ref, x, w.dDense, dt, rows, n, k); err != nil {
+				t.Fatal(err)
+			}
+			want := downloadF32(t, ref, m*n)
+			var got []float32
+			if p.OutputBytes() == 4 {
+				got = downloadF32(t, y, m*n)
+			} else {
+				raw := download16(t, y, m*n)
+				got = make([]float32, len(raw))
+				for i, v := range raw {
+					got[i] = float32(toFloat64(dt, v))
+				}
+			}
+			rel, _ := diff(got, want)
+			tol := tolerance(k)
+			if p.OutputBytes() == 2 {
+				tol = 8e-3 // rounding to 16 bits
+			}
+			t.Logf("%v m=%d rows=%d output %d bytes: rel %.3g", dt, m, rows, p.OutputBytes(), rel)
+			if !(rel <= tol) || math.IsNaN(rel) {
+				t.Errorf("%v m=%d: cuSPARSELt vs cuBLASLt relative error %.3g > %.3g", dt, m, rel, tol)
+			}
+			freeAll(t, x, y, ref)
+		}
+		freeAll(t, cw)
+		w.free(t)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Plan(BF16, 1, 256, 512); !errors.Is(err, ErrClosed) {
+		t.Errorf("Plan after Close: %v", err)
+	}
+}
+
+// TestGPUDenseCandidates checks that every cuBLASLt candidate computes the
+// same product as DenseMatmul.
+func TestGPUDenseCandidates(t *testing.T) {
+	d := openGPU(t)
+	rng := testRand(t)
+	m, n, k := 64, 512, 1024
+	count, err := d.DenseCandidates(BF16, m, n, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := d.CublasLtVersion(); v == 0 {
+		if count != 0 {
+			t.Fatalf("%d candidates without cuBLASLt", count)
+		}
+		t.Skip("no cuBLASLt")
+	}
+	if count < 1 {
+		t.Fatal("no candidates")
+	}
+	w := newWeight(t, d, rng, BF16, n, k)
+	defer w.free(t)
+	x := upload16(t, d, randDense(rng, BF16, m*k))
+	ref := poisoned(t, d, m*n)
+	defer freeAll(t, x, ref)
+	if err := d.DenseMatmul(ref, x, w.dDense, BF16, m, n, k); err != nil {
+		t.Fatal(err)
+	}
+	want := downloadF32(t, ref, m*n)
+	for i := range count {
+		y := poisoned(t, d, m*n)
+		if err := d.DenseMatmulCandidate(y, x, w.dDense, BF16, m, n, k, i); err != nil {
+			t.Fatal(err)
+		}
+		checkClose(t, "candidate", k, downloadF32(t, y, m*n), want)
+		freeAll(t, y)
+	}
+	if err := d.DenseMatmulCandidate(ref, x, w.dDense, BF16, m, n, k, count); !errors.Is(err, ErrArgument) {
+		t.Errorf("candidate %d of %d: %v", count, count, err)
+	}
+	t.Logf("%d candidates", count)
+}
+
+// TestGPUElapsedEach checks per-iteration timing and the L2 size.
+func TestGPUElapsedEach(t *testing.T) {
+	d := openGPU(t)
+	l2, err := d.L2CacheBytes()
+	if err != nil || l2 < 1<<20 {
+		t.Errorf("L2CacheBytes = %d, %v", l2, err)
+	}
+	src, dst := alloc(t, d, 64<<20), alloc(t, d, 64<<20)
+	defer freeAll(t, src, dst)
+	calls := 0
+	times, err := d.ElapsedEach(5, func(i int) error {
+		if i != calls {
+			t.Errorf("call %d got index %d", calls, i)
+		}
+		calls++
+		return dst.CopyFrom(src)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(times) != 5 || calls != 5 {
+		t.Fatalf("%d times from %d calls", len(times), calls)
+	}
+	for i, el := range times {
+		if el <= 0 {
+			t.Errorf("time %d = %v", i, el)
+		}
+	}
+	if _, err := d.ElapsedEach(0, func(int) error { return nil }); !errors.Is(err, ErrArgument) {
+		t.Errorf("ElapsedEach(0): %v", err)
+	}
+	wantErr := errors.New("queue failed")
+	if _, err := d.ElapsedEach(3, func(int) error { return wantErr }); !errors.Is(err, wantErr) {
+		t.Errorf("a failing queue: %v", err)
+	}
+}
