@@ -461,16 +461,28 @@ func (j *fileJob) start() error {
 }
 
 // writeTensors writes the tensors of all jobs, at most opt.Workers at a
-// time, in file order. The first failure cancels the rest.
+// time. They start in the order the caller listed the specs, not in file
+// order: sources that share work (a compressed weight's values and its
+// metadata) can then sit next to each other and finish together, instead
+// of one waiting for the other at the far end of the file. The first
+// failure cancels the rest.
 func writeTensors(ctx context.Context, jobs []*fileJob, opt *WriteOptions) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workerCount(opt.Workers))
 	for _, j := range jobs {
-		for _, i := range j.plan.order {
+		tasks, err := j.tasks()
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
 			if gctx.Err() != nil {
 				break
 			}
-			g.Go(func() error { return j.writeTensor(gctx, i, opt.Progress) })
+			if t.group != nil {
+				g.Go(func() error { return j.writeGroup(gctx, t, opt.Progress) })
+			} else {
+				g.Go(func() error { return j.writeTensor(gctx, t.single, opt.Progress) })
+			}
 		}
 	}
 	if err := g.Wait(); err != nil {
@@ -509,7 +521,16 @@ func (j *fileJob) writeTensor(ctx context.Context, i int, progress func(int64)) 
 			return j.copyRange(ctx, s, *src, off, size, progress)
 		}
 	}
-	w := &tensorWriter{
+	w := j.newTensorWriter(ctx, i, progress)
+	_, err := s.Src.WriteTo(w)
+	return j.finish(w, i, err)
+}
+
+// newTensorWriter returns the writer for spec i of j.
+func (j *fileJob) newTensorWriter(ctx context.Context, i int, progress func(int64)) *tensorWriter {
+	off := j.plan.dataOff + j.plan.begin[i]
+	size := j.plan.size[i]
+	return &tensorWriter{
 		ctx:      ctx,
 		w:        io.NewOffsetWriter(j.f, off),
 		end:      off + size,
@@ -517,7 +538,14 @@ func (j *fileJob) writeTensor(ctx context.Context, i int, progress func(int64)) 
 		wb:       writeback{f: j.f, from: off},
 		progress: progress,
 	}
-	_, err := s.Src.WriteTo(w)
+}
+
+// finish flushes w, the writer of spec i, and turns the source's error
+// and a short write into the tensor's error.
+func (j *fileJob) finish(w *tensorWriter, i int, err error) error {
+	s := &j.specs[i]
+	size := j.plan.size[i]
+	off := w.end - size
 	w.wb.flush(w.end - w.left)
 	at := off + size - w.left
 	switch {
