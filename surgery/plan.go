@@ -181,7 +181,6 @@ func (p *Plan) checkTarget(s *checkpoint.File, info checkpoint.TensorInfo, tp *T
 	}
 	t := &target{plan: tp, file: s, info: info, dt: dt, rows: int(rows), cols: int(cols),
 		rule: prune24.Rule24, align: 1, format: p.Options.Format}
-	t.side.done = make(chan struct{})
 	var guard error
 	switch p.Options.Format {
 	case FormatAmpere:
@@ -212,15 +211,15 @@ func (p *Plan) targetSpecs(t *target) []checkpoint.TensorSpec {
 	case FormatAmpere:
 		pb, mb := prune24.AmpereSizes(t.dt, t.rows, t.cols)
 		return []checkpoint.TensorSpec{
-			{Name: base + ".packed", DType: t.info.DType, Shape: []int64{r, int64(pb) / r / int64(t.dt.Size())}, Src: packedSource{t}},
-			{Name: base + ".meta", DType: checkpoint.I16, Shape: []int64{r, int64(mb) / r / 2}, Src: metaSource{t}},
+			{Name: base + ".packed", DType: t.info.DType, Shape: []int64{r, int64(pb) / r / int64(t.dt.Size())}, Src: checkpoint.Member{Group: t, Index: 0}},
+			{Name: base + ".meta", DType: checkpoint.I16, Shape: []int64{r, int64(mb) / r / 2}, Src: checkpoint.Member{Group: t, Index: 1}},
 			shape,
 		}
 	case FormatBitmask:
 		cb, mb := prune24.BitmaskSizes(t.dt, t.rows, t.cols)
 		return []checkpoint.TensorSpec{
-			{Name: base + ".compressed", DType: t.info.DType, Shape: []int64{r, int64(cb) / r / int64(t.dt.Size())}, Src: compressedSource{t}},
-			{Name: base + ".bitmask", DType: checkpoint.U8, Shape: []int64{r, int64(mb) / r}, Src: bitmaskSource{t}},
+			{Name: base + ".compressed", DType: t.info.DType, Shape: []int64{r, int64(cb) / r / int64(t.dt.Size())}, Src: checkpoint.Member{Group: t, Index: 0}},
+			{Name: base + ".bitmask", DType: checkpoint.U8, Shape: []int64{r, int64(mb) / r}, Src: checkpoint.Member{Group: t, Index: 1}},
 			shape,
 		}
 	}
