@@ -133,3 +133,21 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version: exit %d, %q", code, out)
 	}
 }
+
+func TestMaxShardSize(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "amp")
+	if code, _, errs := sfs(t, "prune", testdataModel, "-o", out, "--max-shard-size", "1MB", "-q"); code != exitOK {
+		t.Fatalf("prune: exit %d: %s", code, errs)
+	}
+	shards, _ := filepath.Glob(filepath.Join(out, "model-*.safetensors"))
+	if len(shards) < 3 {
+		t.Errorf("--max-shard-size 1MB gave %d shards", len(shards))
+	}
+	if code, stdout, _ := sfs(t, "verify", out, "--original", testdataModel, "-q"); code != exitOK {
+		t.Errorf("verify of the resharded output: exit %d\n%s", code, stdout)
+	}
+	if code, _, errs := sfs(t, "prune", testdataModel, "-o", filepath.Join(dir, "x"), "--max-shard-size", "lots"); code != exitError || !strings.Contains(errs, "max-shard-size") {
+		t.Errorf("bad size: exit %d, %q", code, errs)
+	}
+}

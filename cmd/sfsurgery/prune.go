@@ -22,6 +22,7 @@ type pruneFlags struct {
 	quiet, force    bool
 	strict          bool
 	skipUnsupported bool
+	maxShard        string
 }
 
 func newPruneCmd() *cobra.Command {
@@ -60,6 +61,7 @@ nothing appears at the output path until the whole output is written.`,
 	fl.BoolVar(&f.force, "force", false, "replace an existing output")
 	fl.BoolVar(&f.strict, "strict", false, "fail on a target that fails the format's shape guard instead of leaving it dense")
 	fl.BoolVar(&f.skipUnsupported, "skip-unsupported", false, "leave targets of an unsupported dtype or rank dense instead of failing")
+	fl.StringVar(&f.maxShard, "max-shard-size", "", "split the output into shards of at most this size (e.g. 5GB, 500MiB) instead of mirroring the input's")
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"ampere", "bitmask", "dense"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("scope", cobra.FixedCompletions([]string{"all", "attn", "mlp"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -85,6 +87,9 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 	plan, err := surgery.NewPlan(ck, surgery.Options{Format: format, Selector: sel, Strict: f.strict,
 		SkipUnsupported: f.skipUnsupported, Version: toolVersion()})
 	if err != nil {
+		return err
+	}
+	if err := reshard(plan, f.maxShard); err != nil {
 		return err
 	}
 	out := f.out

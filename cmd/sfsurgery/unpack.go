@@ -12,7 +12,7 @@ import (
 )
 
 func newUnpackCmd() *cobra.Command {
-	var out string
+	var out, maxShard string
 	var force, quiet bool
 	var workers int
 	cmd := &cobra.Command{
@@ -32,6 +32,9 @@ into a dense P.weight. The output is byte-identical to what
 			defer ck.Close()
 			plan, err := surgery.NewUnpackPlan(ck, toolVersion())
 			if err != nil {
+				return err
+			}
+			if err := reshard(plan, maxShard); err != nil {
 				return err
 			}
 			if out == "" {
@@ -56,6 +59,7 @@ into a dense P.weight. The output is byte-identical to what
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output path (default: input with -dense added)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing output")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary")
+	cmd.Flags().StringVar(&maxShard, "max-shard-size", "", "split the output into shards of at most this size (e.g. 5GB) instead of mirroring the input's")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "tensors processed at once")
 	return cmd
 }
