@@ -37,6 +37,8 @@ func TestBadInput(t *testing.T) {
 	good := randomBF16(64*64, 7)
 	nan := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint16(nan[2*(5*64+9):], 0x7FC1) // row 5, column 9
+	nanLast := append([]byte(nil), good...)
+	binary.LittleEndian.PutUint16(nanLast[2*(63*64+60):], 0xFF81) // row 63, column 60
 	tests := []struct {
 		name    string
 		tensors []tensor
@@ -46,6 +48,12 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"nan", []tensor{{q, checkpoint.BF16, []int64{64, 64}, nan}}, surgery.Options{}, prune24.ErrNaN,
 			[]string{q, "row 5", "column 9"}},
+		// The first target is written before the second's last row turns
+		// up a NaN: a failure part way through the output.
+		{"nan part way", []tensor{
+			{"model.layers.0.mlp.up_proj.weight", checkpoint.BF16, []int64{64, 64}, good},
+			{"model.layers.1.mlp.up_proj.weight", checkpoint.BF16, []int64{64, 64}, nanLast},
+		}, surgery.Options{}, prune24.ErrNaN, []string{"model.layers.1.mlp.up_proj.weight", "row 63", "column 60"}},
 		{"unsupported dtype", []tensor{{q, checkpoint.I16, []int64{64, 64}, good}}, surgery.Options{}, surgery.ErrUnsupported,
 			[]string{q, "I16"}},
 		{"in not a multiple of 4", []tensor{{q, checkpoint.BF16, []int64{64, 62}, good[:64*62*2]}}, surgery.Options{}, surgery.ErrUnsupported,
