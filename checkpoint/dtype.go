@@ -50,12 +50,3 @@ func (d DType) Bits() int {
 
 // Valid reports whether d is a type of the specification.
 func (d DType) Valid() bool { return d.Bits() != 0 }
-
-// alignment is the key the reference writer sorts tensors by (largest
-// first): the element size in bytes, with sub-byte types counting as 1.
-func (d DType) alignment() int {
-	if b := d.Bits(); b >= 8 {
-		return b / 8
-	}
-	return 1
-}
