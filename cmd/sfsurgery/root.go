@@ -41,6 +41,7 @@ CPU and on the GPU's sparse tensor cores.`,
 		newUnpackCmd(),
 		newVerifyCmd(),
 		newSynthCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels"
+	"github.com/sfsurgery/sfsurgery/speed"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+)
+
+// benchFlags are the flags of bench.
+type benchFlags struct {
+	shapes, ms, dtype         string
+	plot, policy, markdown    string
+	asJSON, list, quiet, noLt bool
+	share                     float64
+	runs, warmup, candidates  int
+	gpu                       int
+	seed                      uint64
+}
+
+func newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench [<checkpoint> | --shapes NxK,...]",
+		Short: "Measure 2:4 sparse against dense products on this GPU and derive a dispatch policy",
+		Long: `bench times y[M][N] = x[M][K]·Wᵀ for every weight shape of a checkpoint
+(its q/k/v/o/gate/up/down projections, unique (out, in) pairs) or of
+--shapes, at every token count M, through dense cuBLASLt (the fastest of
+its heuristic's first candidates), sfsurgery's own mma.sp kernel on the
+stored packed + meta layout, and cuSPARSELt when the library is found
+(plan and algorithm search once per shape and M). No weights are read:
+the weights and activations are random, pruned 2:4.
+
+Every sparse result is checked against dense before it is timed. Times
+are medians of per-run CUDA events after warm-up, with inputs rotated
+over twice the L2 cache; the bandwidth and math ceilings are measured in
+the same run and each row reports the fraction of its floor it reached.
+
+--shapes takes NxK (out x in), OPS=NxK (q+o=4096x4096) or a model
+shape: tinyllama, llama3-8b, llama3-70b.
+
+--policy writes, per op and shape, the M ranges where a sparse backend
+won by at least 5% (dense everywhere else), with the GPU, driver and
+library versions. The end-to-end estimate assumes the projections take
+--gemm-share of a step (default 0.7, a round middle value for
+LLaMA-class models: pass what your profiler shows).
+
+Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeCheckpoint,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBench(cmd, args, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.shapes, "shapes", "", "shapes to measure instead of a checkpoint's: NxK, OPS=NxK or a model shape, comma-separated")
+	fl.StringVar(&f.ms, "m", "1,16,64,256,1024,4096,16384", "token counts M, comma-separated")
+	fl.StringVar(&f.dtype, "dtype", "bf16", "bf16 or f16")
+	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fl.StringVar(&f.plot, "plot", "", "write speedup vs M per shape to this .png or .svg file")
+	fl.StringVar(&f.policy, "policy", "", "write the dispatch policy (JSON) to this file")
+	fl.StringVar(&f.markdown, "markdown", "", "write the report as a Markdown document to this file")
+	fl.Float64Var(&f.share, "gemm-share", speed.DefaultGEMMShare, "fraction of step time in these products, for the end-to-end estimate")
+	fl.IntVar(&f.runs, "runs", speed.DefaultRuns, "timed runs per row (at least 20)")
+	fl.IntVar(&f.warmup, "warmup", speed.DefaultWarmup, "warm-up runs per row")
+	fl.IntVar(&f.candidates, "dense-candidates", 4, "cuBLASLt heuristic candidates timed per row")
+	fl.IntVar(&f.gpu, "gpu", 0, "CUDA device ordinal")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the random weights and activations")
+	fl.BoolVar(&f.noLt, "no-cusparselt", false, "leave cuSPARSELt out")
+	fl.BoolVar(&f.list, "list", false, "list the shapes that would be measured and exit (needs no GPU)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	return cmd
+}
+
+// runBench is bench's RunE.
+func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
+	shapes, err := benchShapes(args, f.shapes)
+	if err != nil {
+		return err
+	}
+	ms, err := parseMs(f.ms)
+	if err != nil {
+		return err
+	}
+	dt, err := parseKernelDType(f.dtype)
+	if err != nil {
+		return err
+	}
+	if f.share <= 0 || f.share > 1 {
+		return fmt.Errorf("--gemm-share %v: want a fraction in (0, 1]", f.share)
+	}
+	if f.plot != "" {
+		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".png" && ext != ".svg" {
+			return fmt.Errorf("--plot %s: want a .png or .svg file", f.plot)
+		}
+	}
+	if f.list {
+		return listShapes(cmd.OutOrStdout(), shapes)
+	}
+	dev, err := kernels.Open(f.gpu)
+	if err != nil {
+		if errors.Is(err, kernels.ErrUnavailable) {
+			return fmt.Errorf("bench needs a CUDA GPU (sm_80 or newer) to time anything: %w", err)
+		}
+		return err
+	}
+	defer dev.Close()
+	errw := cmd.ErrOrStderr()
+	bar := newCountBar(errw, len(shapes)*len(ms), f.quiet)
+	opt := speed.Options{Ms: ms, DType: dt, Warmup: f.warmup, Runs: f.runs, DenseCandidates: f.candidates,
+		GEMMShare: f.share, Seed: f.seed, NoSparseLt: f.noLt, Tool: "sfsurgery " + toolVersion(),
+		Command: commandLine(cmd, args), Progress: bar.step,
+		Notef: func(format string, a ...any) {
+			if !f.quiet {
+				bar.printf("bench: "+format, a...)
+			}
+		}}
+	rep, err := speed.Run(cmd.Context(), dev, shapes, opt)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	policy := speed.DerivePolicy(rep.Shapes, rep.Rows, rep.Method.MinSpeedup)
+	if f.policy != "" {
+		if err := writeJSONFile(f.policy, speed.NewPolicy(rep, policy)); err != nil {
+			return err
+		}
+	}
+	if f.plot != "" {
+		if err := speed.WritePlotFile(f.plot, rep); err != nil {
+			return err
+		}
+	}
+	if f.markdown != "" {
+		plotRef := ""
+		if f.plot != "" {
+			plotRef = filepath.Base(f.plot)
+		}
+		if err := writeFileWith(f.markdown, func(w io.Writer) error {
+			return speed.WriteMarkdown(w, rep, policy, plotRef)
+		}); err != nil {
+			return err
+		}
+	}
+	if f.asJSON {
+		return writeJSONTo(cmd.OutOrStdout(), rep)
+	}
+	return speed.WriteText(cmd.OutOrStdout(), rep)
+}
+
+// benchShapes returns the shapes of the checkpoint argument or of
+// --shapes: exactly one of them.
+func benchShapes(args []string, spec string) ([]speed.Shape, error) {
+	switch {
+	case len(args) == 1 && spec != "":
+		return nil, errors.New("give a checkpoint or --shapes, not both")
+	case spec != "":
+		return speed.ParseShapes(spec)
+	case len(args) == 1:
+		ck, err := checkpoint.Open(args[0])
+		if err != nil {
+			return nil, err
+		}
+		defer ck.Close()
+		return speed.FromCheckpoint(ck, modelName(args[0]))
+	}
+	return nil, errors.New("give a checkpoint or --shapes (e.g. --shapes llama3-8b or --shapes 4096x4096)")
+}
+
+// modelName names a checkpoint by its path: the directory, or the file
+// without its extension.
+func modelName(path string) string {
+	base := filepath.Base(filepath.Clean(path))
+	if base == "model.safetensors.index.json" || base == "model.safetensors" {
+		base = filepath.Base(filepath.Dir(filepath.Clean(path)))
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(base, ".json"), ".safetensors")
+}
+
+// parseMs reads --m: positive integers, comma-separated.
+func parseMs(s string) ([]int, error) {
+	var out []int
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		m, err := strconv.Atoi(item)
+		if err != nil || m < 1 || m > 1<<20 {
+			return nil, fmt.Errorf("--m %q: %q is not a token count in [1, %d]", s, item, 1<<20)
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--m %q names no token count", s)
+	}
+	return out, nil
+}
+
+// parseKernelDType reads --dtype.
+func parseKernelDType(s string) (kernels.DType, error) {
+	switch strings.ToLower(s) {
+	case "bf16":
+		return kernels.BF16, nil
+	case "f16", "fp16":
+		return kernels.F16, nil
+	}
+	return 0, fmt.Errorf("--dtype %q: want bf16 or f16", s)
+}
+
+// listShapes prints the shapes bench would measure.
+func listShapes(w io.Writer, shapes []speed.Shape) error {
+	var b strings.Builder
+	for _, s := range shapes {
+		fmt.Fprintf(&b, "%-14s %-12s N=%-6d K=%-6d count=%d\n", s.Model, strings.Join(s.Ops, ","), s.N, s.K, s.Count)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// commandLine rebuilds the command as the user could type it again.
+func commandLine(cmd *cobra.Command, args []string) string {
+	parts := []string{cmd.CommandPath()}
+	parts = append(parts, args...)
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if fl.Value.Type() == "bool" {
+			parts = append(parts, "--"+fl.Name)
+			return
+		}
+		parts = append(parts, "--"+fl.Name, fl.Value.String())
+	})
+	return strings.Join(parts, " ")
+}
+
+// writeJSONFile writes v as indented JSON to path.
+func writeJSONFile(path string, v any) error {
+	return writeFileWith(path, func(w io.Writer) error { return writeJSONTo(w, v) })
+}
+
+// writeFileWith creates path and lets write fill it.
+func writeFileWith(path string, write func(io.Writer) error) (err error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := file.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if err := write(file); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// countBar is bench's progress: a bar on a terminal, else one line per
+// step; nothing when quiet.
+type countBar struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	quiet bool
+	start time.Time
+}
+
+// newCountBar returns the progress of total steps on w.
+func newCountBar(w io.Writer, total int, quiet bool) *countBar {
+	c := &countBar{w: w, quiet: quiet, start: time.Now()}
+	if quiet {
+		return c
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		c.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("bench"),
+			progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30))
+	}
+	return c
+}
+
+// step records one more step done.
+func (c *countBar) step(done, total int, what string) {
+	switch {
+	case c.quiet:
+	case c.bar != nil:
+		c.bar.Describe(what)
+		_ = c.bar.Set(done)
+	default:
+		fmt.Fprintf(c.w, "bench: [%d/%d %s] %s\n", done, total, time.Since(c.start).Round(time.Second), what)
+	}
+}
+
+// printf prints a line above the bar.
+func (c *countBar) printf(format string, a ...any) {
+	if c.bar != nil {
+		_ = c.bar.Clear()
+	}
+	fmt.Fprintf(c.w, format+"\n", a...)
+}
+
+// finish clears the bar.
+func (c *countBar) finish() {
+	if c.bar != nil {
+		_ = c.bar.Finish()
+	}
+}

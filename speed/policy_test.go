@@ -1,0 +1,140 @@
+package speed
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// table builds rows for one shape from dense and sparse times (µs) per M;
+// a zero time is a row that was not timed.
+func table(s Shape, ms []int, dense []float64, sparse map[string][]float64) []Row {
+	var rows []Row
+	for i, m := range ms {
+		base := Row{Model: s.Model, Ops: s.Ops, N: s.N, K: s.K, M: m}
+		d := base
+		d.Backend, d.MedianUS = Dense, dense[i]
+		if dense[i] == 0 {
+			d.Error = "failed"
+		}
+		rows = append(rows, d)
+		for backend, ts := range sparse {
+			r := base
+			r.Backend, r.MedianUS = backend, ts[i]
+			if ts[i] == 0 {
+				r.Error = "wrong result"
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+var testShape = Shape{Model: "m", Ops: []string{"gate", "up"}, N: 4096, K: 1024, Count: 2}
+
+func TestDerivePolicy(t *testing.T) {
+	ms := []int{1, 16, 64, 256, 1024, 4096, 16384}
+	dense := []float64{10, 10, 12, 20, 50, 200, 800}
+	for _, c := range []struct {
+		name   string
+		sparse map[string][]float64
+		want   []Range
+	}{
+		{"never faster", map[string][]float64{Ours: {11, 12, 13, 21, 60, 250, 900}}, []Range{}},
+		{"4% is not enough, 5% is", map[string][]float64{Ours: {10 / 1.04, 10 / 1.05, 13, 21, 60, 250, 900}},
+			[]Range{{MinM: 16, MaxM: 16, Backend: Ours, Speedup: 1.05}}},
+		{"prefill range merged and extended to the last measured M",
+			map[string][]float64{Ours: {11, 11, 13, 21, 40, 100, 400}},
+			[]Range{{MinM: 1024, MaxM: 16384, Backend: Ours, Speedup: 1.25}}},
+		{"best backend per M, ranges split between backends",
+			map[string][]float64{Ours: {8, 8, 13, 21, 45, 180, 700}, CuSPARSELt: {9, 9, 13, 21, 40, 120, 500}},
+			[]Range{{MinM: 1, MaxM: 16, Backend: Ours, Speedup: 1.25}, {MinM: 1024, MaxM: 16384, Backend: CuSPARSELt, Speedup: 1.25}}},
+		{"a wrong (untimed) sparse row never wins", map[string][]float64{Ours: {0, 0, 0, 0, 0, 0, 0}}, []Range{}},
+		{"gap at a losing M splits ranges",
+			map[string][]float64{Ours: {5, 5, 13, 10, 25, 250, 400}},
+			[]Range{{MinM: 1, MaxM: 16, Backend: Ours, Speedup: 2}, {MinM: 256, MaxM: 1024, Backend: Ours, Speedup: 2},
+				{MinM: 16384, MaxM: 16384, Backend: Ours, Speedup: 2}}},
+		{"sparse range up to just before another backend's",
+			map[string][]float64{Ours: {13, 13, 13, 10, 60, 250, 900}, CuSPARSELt: {13, 13, 13, 21, 25, 250, 900}},
+			[]Range{{MinM: 256, MaxM: 1023, Backend: Ours, Speedup: 2}, {MinM: 1024, MaxM: 1024, Backend: CuSPARSELt, Speedup: 2}}},
+	} {
+		rows := table(testShape, ms, dense, c.sparse)
+		got := DerivePolicy([]Shape{testShape}, rows, DefaultMinSpeedup)
+		if len(got) != 1 || !reflect.DeepEqual(got[0].Sparse, c.want) {
+			t.Errorf("%s: ranges %+v, want %+v", c.name, got[0].Sparse, c.want)
+		}
+	}
+}
+
+func TestDerivePolicyNoDense(t *testing.T) {
+	ms := []int{1, 16}
+	rows := table(testShape, ms, []float64{0, 0}, map[string][]float64{Ours: {1, 1}})
+	got := DerivePolicy([]Shape{testShape}, rows, DefaultMinSpeedup)
+	if len(got[0].Sparse) != 0 {
+		t.Errorf("sparse chosen without a dense baseline: %+v", got[0].Sparse)
+	}
+}
+
+// TestPolicyNeverSparseWhereSlower checks on random tables that every M
+// a policy sends to a sparse backend measured at least the threshold
+// with that backend, and that every measured M where no sparse backend
+// did is dense.
+func TestPolicyNeverSparseWhereSlower(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ms := []int{1, 16, 64, 256, 1024, 4096, 16384}
+	for trial := range 2000 {
+		dense := make([]float64, len(ms))
+		sparse := map[string][]float64{Ours: make([]float64, len(ms)), CuSPARSELt: make([]float64, len(ms))}
+		for i := range ms {
+			dense[i] = 1 + rng.Float64()*100
+			for _, ts := range sparse {
+				ts[i] = dense[i] * (0.7 + 0.6*rng.Float64())
+				if rng.IntN(10) == 0 {
+					ts[i] = 0
+				}
+			}
+		}
+		rows := table(testShape, ms, dense, sparse)
+		e := DerivePolicy([]Shape{testShape}, rows, DefaultMinSpeedup)[0]
+		for i, m := range ms {
+			best := 0.0
+			for _, ts := range sparse {
+				if ts[i] > 0 {
+					best = max(best, dense[i]/ts[i])
+				}
+			}
+			b := e.Backend(m)
+			if best < DefaultMinSpeedup && b != PolicyDense {
+				t.Fatalf("trial %d M=%d: best sparse %.3fx but policy says %s (%+v)", trial, m, best, b, e.Sparse)
+			}
+			if best >= DefaultMinSpeedup {
+				ts := sparse[b]
+				if b == PolicyDense || ts[i] == 0 || dense[i]/ts[i] < DefaultMinSpeedup {
+					t.Fatalf("trial %d M=%d: policy picks %s, which did not win (%+v)", trial, m, b, e.Sparse)
+				}
+			}
+		}
+		for j, r := range e.Sparse {
+			if r.MinM > r.MaxM || (j > 0 && e.Sparse[j-1].MaxM >= r.MinM) {
+				t.Fatalf("trial %d: ranges not ascending and disjoint: %+v", trial, e.Sparse)
+			}
+			if j > 0 && e.Sparse[j-1].Backend == r.Backend && e.Sparse[j-1].MaxM+1 == r.MinM {
+				t.Fatalf("trial %d: adjacent ranges of one backend not merged: %+v", trial, e.Sparse)
+			}
+		}
+		if b := e.Backend(100000); b != PolicyDense {
+			t.Fatalf("trial %d: M beyond the measured range is %s", trial, b)
+		}
+	}
+}
+
+func TestNewPolicy(t *testing.T) {
+	rep := &Report{Tool: "sfsurgery test", DType: "BF16", Ms: []int{1, 16},
+		Env:    Env{GPU: "NVIDIA H200", Capability: "9.0", Driver: "13.0", CublasLt: 130100, CuSPARSELt: "0.8.0"},
+		Method: Method{MinSpeedup: DefaultMinSpeedup}}
+	p := NewPolicy(rep, nil)
+	if p.Schema != PolicySchema || p.GPU != "NVIDIA H200" || p.Driver != "13.0" || p.CuSPARSELt != "0.8.0" ||
+		p.CublasLt != 130100 || p.Default != PolicyDense || p.MinSpeedup != 1.05 || p.Rule == "" {
+		t.Errorf("NewPolicy = %+v", p)
+	}
+}

@@ -1,0 +1,113 @@
+package speed
+
+import "time"
+
+// Schema versions of the JSON documents this package writes.
+const (
+	ReportSchema = "sfsurgery-bench/1"
+	PolicySchema = "sfsurgery-policy/1"
+)
+
+// Report is the outcome of a sweep, as `sfsurgery bench --json` prints it.
+type Report struct {
+	Schema  string    `json:"schema"`
+	Tool    string    `json:"tool"`
+	Date    time.Time `json:"date"`
+	Command string    `json:"command,omitempty"`
+	DType   string    `json:"dtype"`
+	Env     Env       `json:"env"`
+	// Ceilings are measured in the same run as the rows.
+	Ceilings Ceilings `json:"ceilings"`
+	Method   Method   `json:"method"`
+	Shapes   []Shape  `json:"shapes"`
+	Ms       []int    `json:"m"`
+	// Rows holds one row per shape, M and backend: the dense baseline
+	// first, then the sparse backends.
+	Rows      []Row      `json:"rows"`
+	Estimates []Estimate `json:"estimates,omitempty"`
+	// Notes says what could not be measured and why (no cuSPARSELt, a
+	// shape our kernel does not take, a failed check).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Env describes the GPU and the libraries measured.
+type Env struct {
+	GPU          string `json:"gpu"`
+	Capability   string `json:"capability"` // e.g. "9.0"
+	SMs          int    `json:"sms"`
+	MemBytes     int64  `json:"mem_bytes"`
+	L2Bytes      int64  `json:"l2_bytes"`
+	Driver       string `json:"driver"` // CUDA driver API version, e.g. "13.0"
+	DenseBackend string `json:"dense_backend"`
+	CublasLt     int    `json:"cublaslt,omitempty"` // e.g. 130100
+	// CuSPARSELt is the library's version ("0.8.0"), empty when it was
+	// not found; CuSPARSELtPath the file loaded.
+	CuSPARSELt     string `json:"cusparselt,omitempty"`
+	CuSPARSELtPath string `json:"cusparselt_path,omitempty"`
+}
+
+// Method records how the rows were timed.
+type Method struct {
+	Warmup int `json:"warmup"`
+	Runs   int `json:"runs"`
+	// Statistic is "median": each row's time is the median of Runs
+	// per-iteration CUDA event pairs.
+	Statistic string `json:"statistic"`
+	// RotateBytes is the least number of bytes the rotated input copies
+	// of one row add up to (twice the L2 cache).
+	RotateBytes int64 `json:"rotate_bytes"`
+	// DenseCandidates is the most cuBLASLt heuristic candidates timed per
+	// row; the fastest is the dense baseline.
+	DenseCandidates int `json:"dense_candidates"`
+	// MinSpeedup is the policy's threshold (1.05: sparse must win by 5%).
+	MinSpeedup float64 `json:"min_speedup"`
+	// GEMMShare is the fraction of step time spent in these products,
+	// assumed by the end-to-end estimate.
+	GEMMShare float64 `json:"gemm_share"`
+}
+
+// Row is one measured product: a shape, a token count M and a backend.
+type Row struct {
+	Model   string   `json:"model,omitempty"`
+	Ops     []string `json:"ops,omitempty"`
+	N       int      `json:"n"`
+	K       int      `json:"k"`
+	M       int      `json:"m"`
+	Backend string   `json:"backend"`
+	// Detail says which variant was timed: the cuBLASLt candidate, the
+	// rows cuSPARSELt computed when it pads M, its output type.
+	Detail string `json:"detail,omitempty"`
+	// Error is set when the row has no time: the result was wrong, the
+	// backend does not take the shape, or a call failed.
+	Error    string  `json:"error,omitempty"`
+	MedianUS float64 `json:"median_us,omitempty"`
+	MinUS    float64 `json:"min_us,omitempty"`
+	MaxUS    float64 `json:"max_us,omitempty"`
+	Runs     int     `json:"runs,omitempty"`
+	// TFLOPS is the dense-equivalent rate 2·M·N·K / median, for every
+	// backend.
+	TFLOPS float64 `json:"tflops,omitempty"`
+	// Speedup is the dense baseline's median over this row's (1 for the
+	// baseline itself).
+	Speedup float64 `json:"speedup,omitempty"`
+	// Bytes and FloorUS are the row's Cost; OfFloor = floor / median is
+	// the fraction of this GPU's ceiling the row reached, Bound the
+	// ceiling that sets the floor ("memory" or "math").
+	Bytes   int64   `json:"bytes,omitempty"`
+	FloorUS float64 `json:"floor_us,omitempty"`
+	Bound   string  `json:"bound,omitempty"`
+	OfFloor float64 `json:"of_floor,omitempty"`
+	// RelErr is the relative Frobenius error of the checked result: a
+	// sparse backend against the dense product of the same pruned weight,
+	// the dense baseline against float64 on the CPU (sampled).
+	RelErr float64 `json:"rel_err"`
+	// HostBound is set when the GPU may have waited for the host during
+	// the timed runs (the time is then an upper bound).
+	HostBound bool `json:"host_bound,omitempty"`
+}
+
+// Timed reports whether the row has a time.
+func (r Row) Timed() bool { return r.Error == "" && r.MedianUS > 0 }
+
+// shapeKey returns the key of the row's shape.
+func (r Row) shapeKey() shapeKey { return shapeKey{r.Model, r.N, r.K} }

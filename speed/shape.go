@@ -1,0 +1,235 @@
+package speed
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/synth"
+)
+
+// ErrShape is wrapped by errors about shapes: a malformed --shapes item,
+// a checkpoint without target weights.
+var ErrShape = errors.New("speed: bad shape")
+
+// Shape is one weight shape of a sweep: W is N×K (out × in, as
+// nn.Linear stores it) and the product is y[M][N] = x[M][K]·Wᵀ.
+type Shape struct {
+	// Model names the model the shape comes from: an architecture name
+	// (llama3-8b) or the checkpoint's name; empty for a bare NxK.
+	Model string `json:"model,omitempty"`
+	// Ops lists the projections that have this shape (q, k, v, o, gate,
+	// up, down), in that order.
+	Ops []string `json:"ops,omitempty"`
+	N   int      `json:"n"`
+	K   int      `json:"k"`
+	// Count is how many weights of the model have this shape, used to
+	// weigh shapes in the end-to-end estimate.
+	Count int `json:"count"`
+}
+
+// Label returns a short name: "llama3-8b q,o 4096x4096" or "4096x4096".
+func (s Shape) Label() string {
+	var parts []string
+	if s.Model != "" {
+		parts = append(parts, s.Model)
+	}
+	if len(s.Ops) > 0 {
+		parts = append(parts, strings.Join(s.Ops, ","))
+	}
+	return strings.Join(append(parts, fmt.Sprintf("%dx%d", s.N, s.K)), " ")
+}
+
+// opOrder is the canonical order of LLaMA projections.
+var opOrder = []string{"q", "k", "v", "o", "gate", "up", "down"}
+
+// opRank orders op names: LLaMA projections first, in opOrder, then the
+// others by name.
+func opRank(a, b string) int {
+	ia, ib := slices.Index(opOrder, a), slices.Index(opOrder, b)
+	switch {
+	case ia >= 0 && ib >= 0:
+		return ia - ib
+	case ia >= 0:
+		return -1
+	case ib >= 0:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// projRE finds the projection of a LLaMA-family tensor name.
+var projRE = regexp.MustCompile(`(?:^|\.)(q|k|v|o|gate|up|down)_proj\.weight$`)
+
+// layerRE finds a layer index, replaced by * in labels of other targets.
+var layerRE = regexp.MustCompile(`\.\d+\.`)
+
+// OpName returns the op label of a weight name: "q" … "down" for the
+// LLaMA projections, else the name with its layer index replaced by "*"
+// and ".weight" dropped.
+func OpName(name string) string {
+	if m := projRE.FindStringSubmatch(name); m != nil {
+		return m[1]
+	}
+	return strings.TrimSuffix(layerRE.ReplaceAllString(name, ".*."), ".weight")
+}
+
+// shapeSet collects shapes by (model, N, K), merging ops and counts.
+type shapeSet struct {
+	order []shapeKey
+	byKey map[shapeKey]*Shape
+}
+
+type shapeKey struct {
+	model string
+	n, k  int
+}
+
+func newShapeSet() *shapeSet { return &shapeSet{byKey: make(map[shapeKey]*Shape)} }
+
+// add records count weights of op with shape n×k.
+func (s *shapeSet) add(model, op string, n, k, count int) {
+	key := shapeKey{model, n, k}
+	sh, ok := s.byKey[key]
+	if !ok {
+		sh = &Shape{Model: model, N: n, K: k}
+		s.byKey[key] = sh
+		s.order = append(s.order, key)
+	}
+	sh.Count += count
+	if op != "" && !slices.Contains(sh.Ops, op) {
+		sh.Ops = append(sh.Ops, op)
+		slices.SortFunc(sh.Ops, opRank)
+	}
+}
+
+// shapes returns the shapes in the order they were first seen.
+func (s *shapeSet) shapes() []Shape {
+	out := make([]Shape, 0, len(s.order))
+	for _, k := range s.order {
+		out = append(out, *s.byKey[k])
+	}
+	return out
+}
+
+// FromCheckpoint returns the unique (out, in) shapes of ck's target
+// weights, labelled with model and the op names that use them, in the
+// order of their first op. Targets are the default projections of prune
+// (attention q/k/v/o, MLP gate/up/down) stored dense, and every weight
+// stored compressed (a checkpoint written by prune).
+func FromCheckpoint(ck *checkpoint.Checkpoint, model string) ([]Shape, error) {
+	sel, err := surgery.NewSelector(nil, nil, surgery.ScopeAll)
+	if err != nil {
+		return nil, fmt.Errorf("speed: target selector: %w", err)
+	}
+	type weight struct {
+		name string
+		n, k int
+	}
+	var ws []weight
+	for _, name := range ck.Names() {
+		if !sel.Match(name) {
+			continue
+		}
+		_, t, _ := ck.Lookup(name)
+		if len(t.Shape) != 2 {
+			return nil, fmt.Errorf("%w: %s: target %q has shape %v, want 2 dimensions", ErrShape, model, name, t.Shape)
+		}
+		ws = append(ws, weight{name, int(t.Shape[0]), int(t.Shape[1])})
+	}
+	comp, err := surgery.FindCompressed(ck)
+	if err != nil {
+		return nil, fmt.Errorf("speed: %s: %w", model, err)
+	}
+	for _, c := range comp {
+		ws = append(ws, weight{c.Name, c.Rows, c.Cols})
+	}
+	if len(ws) == 0 {
+		return nil, fmt.Errorf("%w: %s has no target weights (q/k/v/o/gate/up/down projections)", ErrShape, model)
+	}
+	slices.SortStableFunc(ws, func(a, b weight) int { return opRank(OpName(a.name), OpName(b.name)) })
+	set := newShapeSet()
+	for _, w := range ws {
+		set.add(model, OpName(w.name), w.n, w.k, 1)
+	}
+	return set.shapes(), nil
+}
+
+// ArchShapes returns the projection shapes of a LLaMA-family architecture,
+// one of each op per layer (Count is per layer).
+func ArchShapes(a synth.Arch) []Shape {
+	h, kv, in := a.Hidden, a.Hidden/a.Heads*a.KVHeads, a.Intermediate
+	set := newShapeSet()
+	for _, p := range []struct {
+		op   string
+		n, k int
+	}{{"q", h, h}, {"k", kv, h}, {"v", kv, h}, {"o", h, h}, {"gate", in, h}, {"up", in, h}, {"down", h, in}} {
+		set.add(a.Name, p.op, p.n, p.k, 1)
+	}
+	return set.shapes()
+}
+
+// ParseShapes reads the --shapes flag: comma-separated items, each an
+// architecture name (tinyllama, llama3-8b, llama3-70b: all its projection
+// shapes), NxK (a bare shape), or OPS=NxK with OPS op names joined by "+"
+// (q+o=4096x4096). Repeated shapes are merged.
+func ParseShapes(spec string) ([]Shape, error) {
+	set := newShapeSet()
+	for item := range strings.SplitSeq(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if a, err := synth.ParseArch(item); err == nil {
+			for _, s := range ArchShapes(a) {
+				for _, op := range s.Ops {
+					set.add(s.Model, op, s.N, s.K, 1)
+				}
+			}
+			continue
+		}
+		ops, dims, labelled := strings.Cut(item, "=")
+		if !labelled {
+			dims, ops = ops, ""
+		}
+		n, k, err := parseDims(dims)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --shapes item %q: %w (want NxK, OPS=NxK or one of %s)", ErrShape, item, err,
+				strings.Join(synth.ArchNames(), ", "))
+		}
+		if ops == "" {
+			set.add("", "", n, k, 1)
+			continue
+		}
+		for op := range strings.SplitSeq(ops, "+") {
+			if op = strings.TrimSpace(op); op == "" {
+				return nil, fmt.Errorf("%w: --shapes item %q: empty op name", ErrShape, item)
+			}
+			set.add("", op, n, k, 1)
+		}
+	}
+	out := set.shapes()
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: --shapes %q names no shape", ErrShape, spec)
+	}
+	return out, nil
+}
+
+// parseDims reads "NxK" with positive N and K.
+func parseDims(s string) (n, k int, err error) {
+	a, b, ok := strings.Cut(strings.ToLower(s), "x")
+	if !ok {
+		return 0, 0, errors.New("no 'x'")
+	}
+	n, err1 := strconv.Atoi(strings.TrimSpace(a))
+	k, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if err1 != nil || err2 != nil || n < 1 || k < 1 {
+		return 0, 0, errors.New("N and K must be positive integers")
+	}
+	return n, k, nil
+}

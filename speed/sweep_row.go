@@ -1,0 +1,242 @@
+package speed
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sfsurgery/sfsurgery/kernels"
+)
+
+// refRows is how many rows of each dense candidate's output are checked
+// against the reference (the whole output of every sparse backend is).
+const refRows = 64
+
+// rowBufs are the activations and outputs of one M, in rotation copies.
+type rowBufs struct {
+	x, y   []*kernels.Buffer
+	copies int
+	rows   int       // allocated rows: M rounded up to 16, for cuSPARSELt
+	ref    []float32 // the dense product of the pruned weight, M×N
+}
+
+// rotation returns copy i of each operand.
+func (r *rowBufs) rotation(i int) (x, y *kernels.Buffer) { return r.x[i%r.copies], r.y[i%r.copies] }
+
+// row measures one shape at one M through every backend and appends the
+// rows to the report.
+func (s *sweeper) row(sh Shape, b *shapeBufs, m int) (err error) {
+	dt, n, k := s.opt.DType, sh.N, sh.K
+	a := &arena{dev: s.dev}
+	defer func() { err = errors.Join(err, a.free()) }()
+	r := &rowBufs{rows: roundUp(m, 16)}
+	xBytes, yBytes := int64(r.rows)*int64(k)*2, int64(r.rows)*int64(n)*4
+	r.copies = min(s.copiesFor(xBytes+yBytes), b.copies)
+	if r.x, err = a.copies(b.x[:xBytes], r.copies); err != nil {
+		return fmt.Errorf("activations: %w", err)
+	}
+	for range r.copies {
+		y, err := a.alloc(yBytes)
+		if err != nil {
+			return fmt.Errorf("outputs: %w", err)
+		}
+		r.y = append(r.y, y)
+	}
+	base := Row{Model: sh.Model, Ops: sh.Ops, N: n, K: k, M: m}
+
+	// The reference: dense cuBLASLt on the pruned weight, itself checked
+	// against float64 on the CPU at sampled elements.
+	ref, err := s.output(r.y[0], m*n, 4, func() error { return s.dev.DenseMatmul(r.y[0], r.x[0], b.pruned, dt, m, n, k) })
+	if err != nil {
+		return fmt.Errorf("dense reference: %w", err)
+	}
+	refErr, err := sampleReference(ref, b.x, b.host.pruned, dt, m, n, k)
+	refErr = finite(refErr)
+	if err != nil {
+		s.notef("%s M=%d: the dense reference fails its CPU check (%v); nothing measured", sh.Label(), m, err)
+		return nil
+	}
+	r.ref = ref
+
+	dense := s.dense(base, b, r, refErr)
+	s.rep.Rows = append(s.rep.Rows, dense)
+	if b.packed != nil {
+		s.rep.Rows = append(s.rep.Rows, s.ours(base, b, r, dense))
+	}
+	if b.lt != nil {
+		s.rep.Rows = append(s.rep.Rows, s.cusparselt(base, b, r, dense))
+	}
+	return nil
+}
+
+// output poisons y, runs product and returns the first count elements of
+// y decoded from outBytes-wide values.
+func (s *sweeper) output(y *kernels.Buffer, count, outBytes int, product func() error) ([]float32, error) {
+	if err := y.Fill(0xff); err != nil {
+		return nil, err
+	}
+	if err := product(); err != nil {
+		return nil, err
+	}
+	raw := make([]byte, count*outBytes)
+	if err := y.Download(raw); err != nil {
+		return nil, err
+	}
+	return decodeOutput(raw, outBytes, s.opt.DType), nil
+}
+
+// finish fills a row's time, rate, floor and speedup from its summary.
+func (s *sweeper) finish(row *Row, sum Summary, hostBound bool, weight int64, outBytes int, dense Row) {
+	row.MedianUS, row.MinUS, row.MaxUS, row.Runs = us(sum.Median), us(sum.Min), us(sum.Max), sum.Runs
+	row.TFLOPS = TFLOPS(row.M, row.N, row.K, sum.Median)
+	cost := RowCost(row.Backend, row.M, row.N, row.K, weight, outBytes, s.rep.Ceilings)
+	row.Bytes, row.FloorUS, row.Bound = cost.Bytes, us(cost.Floor), cost.Bound
+	if row.MedianUS > 0 {
+		row.OfFloor = row.FloorUS / row.MedianUS
+	}
+	row.HostBound = hostBound
+	if dense.Timed() && row.MedianUS > 0 {
+		row.Speedup = dense.MedianUS / row.MedianUS
+	}
+}
+
+// dense times the dense baseline: each of the first cuBLASLt candidates
+// (checked on a prefix of rows against the reference), keeping the
+// fastest; the package's own kernel without cuBLASLt.
+func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row {
+	dt, m, n, k := s.opt.DType, base.M, base.N, base.K
+	row := base
+	row.Backend, row.RelErr = Dense, refErr
+	wBytes := WeightBytes(Dense, n, k, 0)
+	if !s.hasLt {
+		row.Backend, row.Detail = DenseOwn, "no cuBLASLt"
+		sum, hb, err := s.tm.measure(func(i int) error {
+			x, y := r.rotation(i)
+			return s.dev.DenseMatmul(y, x, b.dense[i%b.copies], dt, m, n, k)
+		})
+		if err != nil {
+			row.Error = err.Error()
+			return row
+		}
+		s.finish(&row, sum, hb, wBytes, 4, Row{})
+		row.Speedup = 1
+		return row
+	}
+	count, err := s.dev.DenseCandidates(dt, m, n, k)
+	if err != nil || count == 0 {
+		row.Error = fmt.Sprintf("no cuBLASLt algorithm: %v", err)
+		return row
+	}
+	tried := min(count, s.opt.DenseCandidates)
+	best, bestCand, bestHB := Summary{}, -1, false
+	var errs []error
+	for cand := range tried {
+		check := min(m, refRows)
+		got, err := s.output(r.y[0], check*n, 4, func() error {
+			return s.dev.DenseMatmulCandidate(r.y[0], r.x[0], b.pruned, dt, m, n, k, cand)
+		})
+		if err == nil {
+			_, err = compare(got, r.ref[:check*n], sumTolerance(k))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("candidate %d: %w", cand+1, err))
+			continue
+		}
+		sum, hb, err := s.tm.measure(func(i int) error {
+			x, y := r.rotation(i)
+			return s.dev.DenseMatmulCandidate(y, x, b.dense[i%b.copies], dt, m, n, k, cand)
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("candidate %d: %w", cand+1, err))
+			continue
+		}
+		if bestCand < 0 || sum.Median < best.Median {
+			best, bestCand, bestHB = sum, cand, hb
+		}
+	}
+	if bestCand < 0 {
+		row.Error = errors.Join(errs...).Error()
+		return row
+	}
+	row.Detail = fmt.Sprintf("candidate %d of %d (fastest of %d timed)", bestCand+1, count, tried)
+	s.finish(&row, best, bestHB, wBytes, 4, Row{})
+	row.Speedup = 1
+	return row
+}
+
+// checked checks a sparse backend's result and, only when it is right,
+// times run: a wrong result leaves the row with its error and no time.
+func (s *sweeper) checked(row Row, check func() (float64, error), run func(i int) error, weight int64, outBytes int,
+	dense Row) Row {
+	rel, err := check()
+	row.RelErr = finite(rel)
+	if err != nil {
+		row.Error = err.Error()
+		return row
+	}
+	sum, hb, err := s.tm.measure(run)
+	if err != nil {
+		row.Error = err.Error()
+		return row
+	}
+	s.finish(&row, sum, hb, weight, outBytes, dense)
+	return row
+}
+
+// ours checks and times the package's mma.sp kernel on the stored
+// packed + meta layout.
+func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
+	dt, m, n, k := s.opt.DType, base.M, base.N, base.K
+	row := base
+	row.Backend = Ours
+	check := func() (float64, error) {
+		got, err := s.output(r.y[0], m*n, 4, func() error {
+			return s.dev.SparseMatmul(r.y[0], r.x[0], b.packed[0], b.meta[0], dt, m, n, k)
+		})
+		if err != nil {
+			return 0, err
+		}
+		return compare(got, r.ref, sumTolerance(k))
+	}
+	return s.checked(row, check, func(i int) error {
+		x, y := r.rotation(i)
+		return s.dev.SparseMatmul(y, x, b.packed[i%b.copies], b.meta[i%b.copies], dt, m, n, k)
+	}, WeightBytes(Ours, n, k, 0), 4, dense)
+}
+
+// cusparselt plans (once per shape and M, with the library's algorithm
+// search), checks and times cuSPARSELt.
+func (s *sweeper) cusparselt(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
+	dt, m, n, k := s.opt.DType, base.M, base.N, base.K
+	row := base
+	row.Backend = CuSPARSELt
+	fail := func(err error) Row {
+		row.Error = err.Error()
+		return row
+	}
+	plan, err := s.lt.Plan(dt, m, n, k)
+	if err != nil {
+		return fail(err)
+	}
+	if plan.Rows() > r.rows {
+		return fail(fmt.Errorf("cuSPARSELt wants %d rows, more than the %d allocated", plan.Rows(), r.rows))
+	}
+	if err := plan.Search(r.y[0], r.x[0], b.lt[0]); err != nil {
+		return fail(fmt.Errorf("algorithm search: %w", err))
+	}
+	out := plan.OutputBytes()
+	row.Detail = fmt.Sprintf("output %s", map[int]string{4: "f32", 2: dt.String()}[out])
+	if plan.Rows() != m {
+		row.Detail += fmt.Sprintf(", M padded to %d rows", plan.Rows())
+	}
+	check := func() (float64, error) {
+		got, err := s.output(r.y[0], m*n, out, func() error { return plan.Matmul(r.y[0], r.x[0], b.lt[0]) })
+		if err != nil {
+			return 0, err
+		}
+		return compare(got, r.ref, outTolerance(k, out))
+	}
+	return s.checked(row, check, func(i int) error {
+		x, y := r.rotation(i)
+		return plan.Matmul(y, x, b.lt[i%b.copies])
+	}, b.ltBytes, out, dense)
+}
