@@ -10,6 +10,9 @@
 #
 #   OUT=$OUT bash bench/gpu_sweep.sh [check] [quick]
 #
+# BIN and TEST name other binaries (default .gpu/sfsurgery and
+# .gpu/kernels.test).
+#
 # check: first the GPU tests of cuSPARSELt, the cuBLASLt candidates and
 #        the event timing, and the cuSPARSELt header's ABI facts; if the
 #        cuSPARSELt test fails, the sweep runs without it.
@@ -22,6 +25,7 @@
 set -uo pipefail
 OUT=${OUT:?set OUT}
 cd "$(dirname "$0")/.."
+BIN=${BIN:-.gpu/sfsurgery} TEST=${TEST:-.gpu/kernels.test}
 check=0 quick=0
 for a in "$@"; do case $a in check) check=1 ;; quick) quick=1 ;; esac; done
 note() { echo "== $*"; }
@@ -41,7 +45,7 @@ if [[ $check == 1 ]]; then
 		nvcc -x cu -I"$(dirname "$inc")" -o /tmp/spabi bench/cusparselt_abi.c && /tmp/spabi
 	fi
 	note "GPU tests"
-	.gpu/kernels.test -test.v -test.count=1 -test.run 'TestGPUSparseLt|TestGPUDenseCandidates|TestGPUElapsedEach|TestGPUInfo' \
+	"$TEST" -test.v -test.count=1 -test.run 'TestGPUSparseLt|TestGPUDenseCandidates|TestGPUElapsedEach|TestGPUInfo' \
 		>"$OUT/tests.log" 2>&1
 	st=$?
 	grep -E '^(--- |=== RUN|ok|FAIL|PASS)|rel |cuSPARSELt|candidates|skip|panic|SIG' "$OUT/tests.log" | grep -v '=== RUN' | head -40
@@ -55,7 +59,7 @@ shapes=tinyllama,llama3-8b,llama3-70b ms=1,16,64,256,1024,4096,16384
 if [[ $quick == 1 ]]; then shapes=llama3-8b ms=1,64,4096; fi
 note "sweep: $shapes at M=$ms"
 start=$(date +%s)
-.gpu/sfsurgery bench --shapes "$shapes" --m "$ms" "${noLt[@]}" --plot "$OUT/bench-$gpu.png" \
+"$BIN" bench --shapes "$shapes" --m "$ms" "${noLt[@]}" --plot "$OUT/bench-$gpu.png" \
 	--policy "$OUT/policy-$gpu.json" --markdown "$OUT/bench-$gpu.md" --json >"$OUT/bench-$gpu.json" \
 	2>"$OUT/bench-$gpu.log"
 echo "bench exit $? after $(($(date +%s) - start)) s"
