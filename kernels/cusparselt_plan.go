@@ -99,10 +99,12 @@ func planRows(m int) []int {
 }
 
 // retryable reports whether a plan's failure may go away with another
-// output type or row count.
+// output type or row count: any refusal by the library (typically
+// CUSPARSE_STATUS_NOT_SUPPORTED or INVALID_VALUE), not a failure of the
+// host memory.
 func retryable(err error) bool {
 	var ce *CUDAError
-	return errors.As(err, &ce) && (ce.Code == spStatusNotSupp || ce.Code == spStatusInvalid)
+	return errors.As(err, &ce)
 }
 
 // newPlan initialises every object of a plan. It runs with the mutex held.
