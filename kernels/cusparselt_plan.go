@@ -107,19 +107,24 @@ func retryable(err error) bool {
 	return errors.As(err, &ce)
 }
 
-// newPlan initialises every object of a plan. It runs with the mutex held.
-func (s *SparseLt) newPlan(dt DType, m, n, k, rows, outBytes int) (p *SparseLtPlan, err error) {
+// newPlan initialises every object of a plan; on failure it releases
+// what it made. It runs with the mutex held.
+func (s *SparseLt) newPlan(dt DType, m, n, k, rows, outBytes int) (*SparseLtPlan, error) {
 	host, err := mapHost(spObjects * spObjectBytes)
 	if err != nil {
 		return nil, err
 	}
-	p = &SparseLtPlan{s: s, dt: dt, m: m, n: n, k: k, rows: rows, outBytes: outBytes, host: host}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, p.destroy())
-			p = nil
-		}
-	}()
+	p := &SparseLtPlan{s: s, dt: dt, m: m, n: n, k: k, rows: rows, outBytes: outBytes, host: host}
+	if err := p.init(); err != nil {
+		return nil, errors.Join(err, p.destroy())
+	}
+	return p, nil
+}
+
+// init initialises the plan's objects in order, counting them in
+// p.inited, and reads its workspace size.
+func (p *SparseLtPlan) init() error {
+	s, dt, n, k, rows, outBytes := p.s, p.dt, p.n, p.k, p.rows, p.outBytes
 	f, h := &s.fn, s.handle
 	t := dt.cudaDataType()
 	outType := t
@@ -152,14 +157,11 @@ func (s *SparseLt) newPlan(dt DType, m, n, k, rows, outBytes int) (p *SparseLtPl
 	}
 	for _, st := range steps {
 		if err := s.check(st.op, st.run()); err != nil {
-			return nil, fmt.Errorf("rows %d, %d-byte output: %w", rows, outBytes, err)
+			return fmt.Errorf("rows %d, %d-byte output: %w", rows, outBytes, err)
 		}
 		p.inited++
 	}
-	if err := p.readWorkspace(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return p.readWorkspace()
 }
 
 // obj returns the address of object i of the plan.
