@@ -59,9 +59,9 @@ shapes=tinyllama,llama3-8b,llama3-70b ms=1,16,64,256,1024,4096,16384
 if [[ $quick == 1 ]]; then shapes=llama3-8b ms=1,64,4096; fi
 note "sweep: $shapes at M=$ms"
 start=$(date +%s)
-"$BIN" bench --shapes "$shapes" --m "$ms" "${noLt[@]}" --plot "$OUT/bench-$gpu.png" \
-	--policy "$OUT/policy-$gpu.json" --markdown "$OUT/bench-$gpu.md" --json >"$OUT/bench-$gpu.json" \
-	2>"$OUT/bench-$gpu.log"
+bin=$(realpath "$BIN")
+(cd "$OUT" && "$bin" bench --shapes "$shapes" --m "$ms" "${noLt[@]}" --plot "bench-$gpu.png" \
+	--policy "policy-$gpu.json" --markdown "bench-$gpu.md" --json >"bench-$gpu.json" 2>"bench-$gpu.log")
 echo "bench exit $? after $(($(date +%s) - start)) s"
 grep -vE '^bench: \[' "$OUT/bench-$gpu.log" | tail -20
 sed -n '/^## Headline/,/^## Dispatch policy/p' "$OUT/bench-$gpu.md"

@@ -52,7 +52,12 @@ func (p *SparseLtPlan) OutputBytes() int { return p.outBytes }
 func (p *SparseLtPlan) Searched() bool { return p.searched }
 
 // Plan returns the plan of y[m][n] = x[m][k] · W[n][k]ᵀ for inputs of
-// type dt, creating and caching it on first use. W is row-major with its
+// type dt, creating and caching it on first use. Seen on an H200 with
+// cuSPARSELt 0.8.0: BF16 plans work (m padded to a multiple of 8); an
+// F16 plan is made, but its Search fails with
+// CUSPARSE_STATUS_INTERNAL_ERROR and leaves an illegal-instruction error
+// that poisons the CUDA context, so callers should not search F16 plans
+// on that library until that is understood. W is row-major with its
 // 2:4 groups along k; x and y are row-major. In the library's terms: A =
 // W (structured, row-major n×k, not transposed), B = x seen as row-major
 // m×k, transposed, and C = D = y seen as column-major n×m.
