@@ -20,7 +20,7 @@
 #
 # The full sweep measures TinyLlama, Llama-3-8B and Llama-3-70B shapes at
 # M = 1 … 16384 and writes into $OUT: bench-<gpu>.md (the document for
-# docs/), bench-<gpu>.png (the plot), policy-<gpu>.json, bench-<gpu>.json
+# docs/), bench-<gpu>.png (the plot), bench-<gpu>-policy.json, bench-<gpu>.json
 # and bench-<gpu>.log. Copy the first three into docs/ as they are.
 set -uo pipefail
 OUT=${OUT:?set OUT}
@@ -61,7 +61,7 @@ note "sweep: $shapes at M=$ms"
 start=$(date +%s)
 bin=$(realpath "$BIN")
 (cd "$OUT" && "$bin" bench --shapes "$shapes" --m "$ms" "${noLt[@]}" --plot "bench-$gpu.png" \
-	--policy "policy-$gpu.json" --markdown "bench-$gpu.md" --json >"bench-$gpu.json" 2>"bench-$gpu.log")
+	--policy "bench-$gpu-policy.json" --markdown "bench-$gpu.md" --json >"bench-$gpu.json" 2>"bench-$gpu.log")
 echo "bench exit $? after $(($(date +%s) - start)) s"
 grep -vE '^bench: \[' "$OUT/bench-$gpu.log" | tail -20
 sed -n '/^## Headline/,/^## Dispatch policy/p' "$OUT/bench-$gpu.md"

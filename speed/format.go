@@ -12,8 +12,8 @@ import (
 func WriteText(w io.Writer, rep *Report) error {
 	var b strings.Builder
 	writeEnv(&b, rep)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\tM\tbackend\tmedian µs\tTFLOP/s\tspeedup\tfloor µs\tof floor\tbound\trel err\t")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "shape\tM\tbackend\tmedian µs\tTFLOP/s\tspeedup\tfloor µs\tof floor\tbound\trel err\tdetail")
 	for _, r := range sortedRows(rep.Shapes, rep.Rows) {
 		label := Shape{Model: r.Model, Ops: r.Ops, N: r.N, K: r.K}.Label()
 		if !r.Timed() {
@@ -57,12 +57,12 @@ func writeEnv(b *strings.Builder, rep *Report) {
 // writeHeadlines writes the best and worst speedups per backend and
 // regime.
 func writeHeadlines(b *strings.Builder, rep *Report, md bool) {
-	hs := Headlines(rep.Rows)
+	hs := Headlines(rep.Rows, rep.Method.MinSpeedup)
 	if len(hs) == 0 {
 		return
 	}
 	if md {
-		b.WriteString("\n## Headline\n\n| backend | regime | best | worst |\n|---|---|---|---|\n")
+		b.WriteString("\n## Headline\n\n| backend | regime | best | worst | wins / loses / rows |\n|---|---|---|---|---|\n")
 	} else {
 		b.WriteString("\nheadline (speedup over dense cuBLASLt):\n")
 	}
@@ -70,9 +70,11 @@ func writeHeadlines(b *strings.Builder, rep *Report, md bool) {
 		best := fmt.Sprintf("%.2fx (%s, M=%d)", h.Best.Speedup, h.Best.Label, h.Best.M)
 		worst := fmt.Sprintf("%.2fx (%s, M=%d)", h.Worst.Speedup, h.Worst.Label, h.Worst.M)
 		if md {
-			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", h.Backend, h.Regime, best, worst)
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %d / %d / %d |\n", h.Backend, h.Regime, best, worst, h.Wins, h.Losses,
+				h.Rows)
 		} else {
-			fmt.Fprintf(b, "  %-10s %-8s best %s, worst %s\n", h.Backend, h.Regime, best, worst)
+			fmt.Fprintf(b, "  %-10s %-8s best %s, worst %s; wins %d, loses %d of %d\n", h.Backend, h.Regime, best,
+				worst, h.Wins, h.Losses, h.Rows)
 		}
 	}
 }

@@ -17,13 +17,18 @@ type Headline struct {
 	Regime string  `json:"regime"`
 	Best   Extreme `json:"best"`
 	Worst  Extreme `json:"worst"`
-	// Rows is the number of timed rows the extremes are taken from.
-	Rows int `json:"rows"`
+	// Rows is the number of timed rows the extremes are taken from; Wins
+	// counts those at least the policy's threshold faster than dense,
+	// Losses those slower than dense.
+	Rows   int `json:"rows"`
+	Wins   int `json:"wins"`
+	Losses int `json:"losses"`
 }
 
 // Headlines returns, for each sparse backend with timed rows and each
-// regime (M ≤ 64, M ≥ 4096), the best and worst measured speedup.
-func Headlines(rows []Row) []Headline {
+// regime (M ≤ 64, M ≥ 4096), the best and worst measured speedup, and
+// how many rows won by at least minSpeedup or lost.
+func Headlines(rows []Row, minSpeedup float64) []Headline {
 	var out []Headline
 	for _, backend := range []string{Ours, CuSPARSELt} {
 		for _, rg := range []struct {
@@ -43,6 +48,12 @@ func Headlines(rows []Row) []Headline {
 					h.Worst = e
 				}
 				h.Rows++
+				switch {
+				case e.Speedup >= minSpeedup:
+					h.Wins++
+				case e.Speedup < 1:
+					h.Losses++
+				}
 			}
 			if h.Rows > 0 {
 				out = append(out, h)

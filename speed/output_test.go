@@ -154,7 +154,7 @@ func TestWriteTextAndMarkdown(t *testing.T) {
 }
 
 func TestHeadlines(t *testing.T) {
-	hs := Headlines(sampleReport().Rows)
+	hs := Headlines(sampleReport().Rows, DefaultMinSpeedup)
 	got := map[string]Headline{}
 	for _, h := range hs {
 		got[h.Backend+" "+h.Regime] = h
@@ -162,11 +162,11 @@ func TestHeadlines(t *testing.T) {
 	// ours at M ≤ 64: q,o 20/30 = 0.67, 25/35 = 0.71; down 70/100 = 0.70
 	// (M=1 untimed).
 	h := got["ours M<=64"]
-	if h.Rows != 3 || h.Worst.M != 1 || h.Best.Label != "llama3-8b q,o 4096x4096" || h.Best.M != 64 {
+	if h.Rows != 3 || h.Wins != 0 || h.Losses != 3 || h.Worst.M != 1 || h.Best.Label != "llama3-8b q,o 4096x4096" || h.Best.M != 64 {
 		t.Errorf("ours decode: %+v", h)
 	}
 	h = got["cusparselt M>=4096"]
-	if h.Rows != 2 || h.Best.Label != "llama3-8b down 4096x14336" || h.Worst.Label != "llama3-8b q,o 4096x4096" {
+	if h.Rows != 2 || h.Wins != 2 || h.Losses != 0 || h.Best.Label != "llama3-8b down 4096x14336" || h.Worst.Label != "llama3-8b q,o 4096x4096" {
 		t.Errorf("cuSPARSELt prefill: %+v", h)
 	}
 }

@@ -187,11 +187,15 @@ func yTicks(top float64) plot.ConstantTicks {
 	return t
 }
 
-// mTicks labels the measured token counts.
+// mTicks labels the measured token counts, multiples of 1024 as "4k".
 func mTicks(ms []int) plot.ConstantTicks {
 	var t plot.ConstantTicks
 	for _, m := range ms {
-		t = append(t, plot.Tick{Value: float64(m), Label: strconv.Itoa(m)})
+		label := strconv.Itoa(m)
+		if m >= 1024 && m%1024 == 0 {
+			label = strconv.Itoa(m/1024) + "k"
+		}
+		t = append(t, plot.Tick{Value: float64(m), Label: label})
 	}
 	return t
 }

@@ -1,6 +1,12 @@
 package speed
 
-import "time"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
 
 // Schema versions of the JSON documents this package writes.
 const (
@@ -111,3 +117,19 @@ func (r Row) Timed() bool { return r.Error == "" && r.MedianUS > 0 }
 
 // shapeKey returns the key of the row's shape.
 func (r Row) shapeKey() shapeKey { return shapeKey{r.Model, r.N, r.K} }
+
+// ErrReport is wrapped when a saved report cannot be read back.
+var ErrReport = errors.New("speed: not a bench report")
+
+// ReadReport reads a report written by `sfsurgery bench --json`, so its
+// Markdown, plot and policy can be made again without a GPU.
+func ReadReport(r io.Reader) (*Report, error) {
+	var rep Report
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReport, err)
+	}
+	if rep.Schema != ReportSchema {
+		return nil, fmt.Errorf("%w: schema %q, want %q", ErrReport, rep.Schema, ReportSchema)
+	}
+	return &rep, nil
+}

@@ -23,6 +23,7 @@ import (
 type benchFlags struct {
 	shapes, ms, dtype         string
 	plot, policy, markdown    string
+	report                    string
 	asJSON, list, quiet, noLt bool
 	share                     float64
 	runs, warmup, candidates  int
@@ -80,12 +81,23 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the random weights and activations")
 	fl.BoolVar(&f.noLt, "no-cusparselt", false, "leave cuSPARSELt out")
 	fl.BoolVar(&f.list, "list", false, "list the shapes that would be measured and exit (needs no GPU)")
+	fl.StringVar(&f.report, "report", "", "render a saved --json report (Markdown, plot, policy, text) instead of measuring")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	return cmd
 }
 
 // runBench is bench's RunE.
 func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
+	if f.report != "" {
+		if len(args) > 0 || f.shapes != "" {
+			return errors.New("--report renders a saved report: give no checkpoint or --shapes")
+		}
+		rep, err := readReport(f.report)
+		if err != nil {
+			return err
+		}
+		return writeBenchOutputs(cmd, rep, f)
+	}
 	shapes, err := benchShapes(args, f.shapes)
 	if err != nil {
 		return err
@@ -132,6 +144,26 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
+	return writeBenchOutputs(cmd, rep, f)
+}
+
+// readReport reads a saved --json report.
+func readReport(path string) (*speed.Report, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	rep, err := speed.ReadReport(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rep, nil
+}
+
+// writeBenchOutputs writes the policy, plot and Markdown files that f
+// asks for, then the report (JSON or text) on stdout.
+func writeBenchOutputs(cmd *cobra.Command, rep *speed.Report, f *benchFlags) error {
 	policy := speed.DerivePolicy(rep.Shapes, rep.Rows, rep.Method.MinSpeedup)
 	if f.policy != "" {
 		if err := writeJSONFile(f.policy, speed.NewPolicy(rep, policy)); err != nil {

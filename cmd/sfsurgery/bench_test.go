@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,5 +106,54 @@ func TestModelName(t *testing.T) {
 		if got := modelName(path); got != want {
 			t.Errorf("modelName(%q) = %q, want %q", path, got, want)
 		}
+	}
+}
+
+// TestBenchReport renders a saved report without a GPU.
+func TestBenchReport(t *testing.T) {
+	dir := t.TempDir()
+	s := speed.Shape{Model: "llama3-8b", Ops: []string{"q", "o"}, N: 4096, K: 4096, Count: 2}
+	rep := speed.Report{Schema: speed.ReportSchema, Tool: "sfsurgery test", DType: "BF16", Shapes: []speed.Shape{s},
+		Ms: []int{1, 4096}, Env: speed.Env{GPU: "NVIDIA H200", Driver: "13.0", CuSPARSELt: "0.8.0"},
+		Method: speed.Method{Runs: 25, MinSpeedup: speed.DefaultMinSpeedup, GEMMShare: 0.7},
+		Rows: []speed.Row{
+			{Model: s.Model, Ops: s.Ops, N: s.N, K: s.K, M: 1, Backend: speed.Dense, MedianUS: 16, Speedup: 1},
+			{Model: s.Model, Ops: s.Ops, N: s.N, K: s.K, M: 1, Backend: speed.CuSPARSELt, MedianUS: 25, Speedup: 0.64},
+			{Model: s.Model, Ops: s.Ops, N: s.N, K: s.K, M: 4096, Backend: speed.Dense, MedianUS: 180, Speedup: 1},
+			{Model: s.Model, Ops: s.Ops, N: s.N, K: s.K, M: 4096, Backend: speed.CuSPARSELt, MedianUS: 120, Speedup: 1.5},
+		}}
+	saved := filepath.Join(dir, "bench.json")
+	if err := writeJSONFile(saved, rep); err != nil {
+		t.Fatal(err)
+	}
+	md, png, pol := filepath.Join(dir, "b.md"), filepath.Join(dir, "b.png"), filepath.Join(dir, "p.json")
+	code, out, errs := sfs(t, "bench", "--report", saved, "--markdown", md, "--plot", png, "--policy", pol)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if !strings.Contains(out, "cusparselt") {
+		t.Errorf("text report: %q", out)
+	}
+	var p speed.Policy
+	b, err := os.ReadFile(pol)
+	if err != nil || json.Unmarshal(b, &p) != nil || len(p.Entries) != 1 || len(p.Entries[0].Sparse) != 1 ||
+		p.Entries[0].Sparse[0].MinM != 4096 || p.GPU != "NVIDIA H200" {
+		t.Errorf("policy %s: %v", b, err)
+	}
+	if b, err := os.ReadFile(md); err != nil || !strings.Contains(string(b), "![speedup vs M per shape](b.png)") {
+		t.Errorf("markdown: %v", err)
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() == 0 {
+		t.Errorf("plot: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"schema":"other/1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := sfs(t, "bench", "--report", bad); code != exitError || !strings.Contains(errs, "not a bench report") {
+		t.Errorf("bad report: exit %d, %q", code, errs)
+	}
+	if code, _, _ := sfs(t, "bench", "--report", saved, "--shapes", "64x64"); code != exitError {
+		t.Errorf("--report with --shapes: exit %d", code)
 	}
 }
