@@ -33,14 +33,19 @@ const (
 	maxCols     = 4
 )
 
-// backendStyle is how each sparse backend is drawn.
-var backendStyle = map[string]struct {
+// lineStyle is how a sparse backend is drawn.
+type lineStyle struct {
 	label string
 	color color.Color
 	shape draw.GlyphDrawer
-}{
-	Ours:       {"ours (mma.sp)", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, draw.CircleGlyph{}},
-	CuSPARSELt: {"cuSPARSELt", color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, draw.TriangleGlyph{}},
+}
+
+// backendStyle returns the style of a sparse backend.
+func backendStyle(backend string) lineStyle {
+	if backend == CuSPARSELt {
+		return lineStyle{"cuSPARSELt", color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, draw.TriangleGlyph{}}
+	}
+	return lineStyle{"ours (mma.sp)", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, draw.CircleGlyph{}}
 }
 
 // WritePlotFile writes the speedup-vs-M picture of rep to path, as PNG or
@@ -168,7 +173,7 @@ func panel(rep *Report, s Shape) (*plot.Plot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("speed: plot: %w", err)
 		}
-		st := backendStyle[b]
+		st := backendStyle(b)
 		line.Color, pts.Color, pts.Shape = st.color, st.color, st.shape
 		line.Width = vg.Points(1.5)
 		p.Add(line, pts)

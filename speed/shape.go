@@ -45,13 +45,16 @@ func (s Shape) Label() string {
 	return strings.Join(append(parts, fmt.Sprintf("%dx%d", s.N, s.K)), " ")
 }
 
-// opOrder is the canonical order of LLaMA projections.
-var opOrder = []string{"q", "k", "v", "o", "gate", "up", "down"}
+// opIndex returns the place of op in the canonical order of LLaMA
+// projections (q, k, v, o, gate, up, down), or -1.
+func opIndex(op string) int {
+	return slices.Index([]string{"q", "k", "v", "o", "gate", "up", "down"}, op)
+}
 
-// opRank orders op names: LLaMA projections first, in opOrder, then the
-// others by name.
+// opRank orders op names: LLaMA projections first, in their canonical
+// order, then the others by name.
 func opRank(a, b string) int {
-	ia, ib := slices.Index(opOrder, a), slices.Index(opOrder, b)
+	ia, ib := opIndex(a), opIndex(b)
 	switch {
 	case ia >= 0 && ib >= 0:
 		return ia - ib
