@@ -82,40 +82,105 @@ func nibble(t, i uint64) uint64 {
 const (
 	strict1 = 0x0000_0001_0001_0001 // lanes 0, 1, 2 against lanes 1, 2, 3
 	strict2 = 0x0000_0000_0001_0001 // lanes 0, 1 against lanes 2, 3
-	strict3 = 0x0000_0000_0000_0001 // lane 0 against lane 3
 	lanes02 = 0x0000_8000_0000_8000 // sign bits of lanes 0 and 2
 	lanes13 = 0x8000_0000_8000_0000 // sign bits of lanes 1 and 3
-	bit1x4  = 0x0002_0002_0002_0002 // bit 1 of every lane
 )
 
-// outranked16 returns, as the sign bit of every lane, where lane (i+k)%4
-// of the magnitudes m outranks lane i: when i+k < 4, the later lane must
-// be strictly larger (ties go to the lower index), otherwise at least as
-// large. rot is m rotated so that lane i holds lane (i+k)%4, and strict
-// has 1 in the lanes where i+k < 4.
+// The selection compares lanes with SWAR subtractions. With h = m|sign16,
+// lane i of rot - (m + strict), where rot is h rotated so that lane i
+// holds lane (i+k)%4 and strict has 1 in the lanes where i+k < 4, is
+// rot_i - m_i - strict_i + 0x8000: it never borrows from the next lane
+// (every magnitude is below 0x8000), and its bit 15 is set exactly when
+// lane (i+k)%4 outranks lane i (strictly larger when i+k < 4, ties going
+// to the lower index, otherwise at least as large). The other bits are
+// garbage that the callers mask off.
+
+// kept24 returns the sign bits of the lanes Rule24 keeps of the 4 16-bit
+// magnitudes m: the lanes outranked by fewer than 2 of the other 3.
 //
-// Per lane, (rot | 0x8000) - (m + strict) is rot - m - strict + 0x8000,
-// which never borrows from the next lane (it is at least 0 since every
-// magnitude is below 0x8000) and has its bit 15 set exactly when
-// rot >= m + strict.
-func outranked16(m, rot, strict uint64) uint64 {
-	return ((rot | sign16) - (m + strict)) & sign16
+// o1 and o2 compare every lane with the next one and the one after; the
+// third comparison, with the previous lane, is the negation of o1 for
+// that lane (the order is total), so it is o1 negated and rotated back.
+// A lane is dropped when at least 2 of the 3 say it is outranked: the
+// majority of o1, o2 and o3.
+func kept24(m uint64) uint64 {
+	h := m | sign16
+	o1 := bits.RotateLeft64(h, -16) - (m + strict1)
+	o2 := bits.RotateLeft64(h, 32) - (m + strict2)
+	o3 := bits.RotateLeft64(^o1, 16)
+	return ^(o1&o2 | o3&(o1|o2)) & sign16
 }
 
-// keep24x16 returns the lanes Rule24 keeps of the 4 16-bit magnitudes m,
-// as a mask of all-ones lanes: every lane outranked by fewer than 2 of
-// the other 3 (the count is 0..3, so bit 1 clear means below 2).
-func keep24x16(m uint64) uint64 {
-	n := outranked16(m, bits.RotateLeft64(m, -16), strict1)>>15 +
-		outranked16(m, bits.RotateLeft64(m, -32), strict2)>>15 +
-		outranked16(m, bits.RotateLeft64(m, -48), strict3)>>15
-	return (^n & bit1x4) >> 1 * 0xFFFF
+// kept12 is kept24 for Rule12: lane 0 against lane 1 and lane 2 against
+// lane 3.
+func kept12(m uint64) uint64 {
+	o1 := bits.RotateLeft64(m|sign16, -16) - (m + strict1)
+	o3 := bits.RotateLeft64(^o1, 16)
+	return ^(o1&lanes02 | o3&lanes13) & sign16
 }
 
-// keep12x16 is keep24x16 for Rule12: lane 0 against lane 1 and lane 2
-// against lane 3.
-func keep12x16(m uint64) uint64 {
-	out := outranked16(m, bits.RotateLeft64(m, -16), strict1)&lanes02 |
-		outranked16(m, bits.RotateLeft64(m, -48), strict3)&lanes13
-	return (^out & sign16) >> 15 * 0xFFFF
+// lanes16 widens the sign bits s (as kept24 returns them) to whole lanes:
+// 0xFFFF in every lane whose sign bit is set. Per lane it is 2·0x8000 -
+// 1; the top lane's 0x10000 wraps to 0, leaving 0 - 1.
+func lanes16(s uint64) uint64 {
+	return s<<1 - s>>15
+}
+
+// gatherSigns multiplies the sign bits of 4 16-bit lanes (bits 15, 31, 47
+// and 63) into bits 60..63 (lane i at bit 60+i); every other partial
+// product lands on a distinct bit below 48 or past bit 63, so nothing
+// carries in. idx = s*gatherSigns>>60 is the lane mask of s.
+const gatherSigns = 1<<45 | 1<<30 | 1<<15 | 1
+
+// pairTable maps the 4-bit lane mask idx of a group (lane i at bit i) to
+// the two lanes i0 < i1 that a packed format stores for it, in two forms:
+//
+//   - mul[idx] moves lane i0 to bits 32..47 and lane i1 to bits 48..63
+//     of the product x*mul[idx], for a group x whose lanes other than i0
+//     and i1 are zero. It is 1<<(32-16·i0) | 1<<(48-16·i1) (a single bit
+//     when i1 = i0+1). The unwanted partial products are those of lane i0
+//     at 48-16·(i1-i0), below bit 32 when i1 > i0+1, and of lane i1 at
+//     32+16·(i1-i0), past bit 63; no two terms overlap, so none carries.
+//   - nib[idx] is the nibble the format records for the group, shifted
+//     to bits 60..63.
+//
+// Masks that do not occur have zeros.
+type pairTable struct {
+	mul [16]uint64
+	nib [16]uint64
+}
+
+// pairMul returns the pairTable multiplier of lanes i0 < i1.
+func pairMul(i0, i1 uint64) uint64 {
+	return 1<<(32-16*i0) | 1<<(48-16*i1)
+}
+
+// ampereTable returns the pairTable of the Ampere layout (F16 and BF16),
+// indexed by the nonzero mask of a pruned group: the §1.2 pair and
+// nibble.
+func ampereTable() pairTable {
+	var t pairTable
+	for idx := range uint64(16) {
+		if over2>>idx&1 != 0 {
+			continue
+		}
+		nib := nibble(ampereNibbles, idx)
+		t.mul[idx] = pairMul(nib&3, nib>>2)
+		t.nib[idx] = nib << 60
+	}
+	return t
+}
+
+// bitmaskTable returns the pairTable of the bitmask layout, indexed by the
+// mask of the 2 lanes kept: those lanes, and the mask itself as the
+// nibble.
+func bitmaskTable() pairTable {
+	var t pairTable
+	for idx := range uint64(16) {
+		if pair := nibble(maskPairs, idx); pair != 0 {
+			t.mul[idx] = pairMul(pair&3, pair>>2)
+			t.nib[idx] = idx << 60
+		}
+	}
+	return t
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // Prune writes to dst the matrix src pruned by rule, and returns the
-// magnitude sums of the elements kept and of all elements.
+// magnitude sums of the elements kept and of all elements (to the
+// accuracy that [Stats] states).
 //
 // src holds whole rows of cols elements of type dt; cols must be a
 // multiple of 4 and dst as long as src. Rule24 keeps, in every group of 4
@@ -36,75 +37,107 @@ func Prune(dst, src []byte, dt DType, cols int, rowBase int, rule Rule) (Stats, 
 		return Stats{}, err
 	}
 	var (
-		st  Stats
-		nan int
+		sums sums
+		nan  int
 	)
-	switch dt {
-	case BF16:
-		st, nan = pruneBF16(dst, src, rule)
-	case F16:
-		st, nan = pruneF16(dst, src, rule)
-	default:
-		st, nan = pruneF32(dst, src, rule)
+	if dt == F32 {
+		nan = prune32(&sums, dst, src, rule)
+	} else {
+		nan = prune16(&sums, dst, src, dt, rule)
 	}
 	if nan >= 0 {
-		e := nan / dt.Size()
-		return Stats{}, &NaNError{Row: rowBase + e/cols, Col: e % cols}
+		return Stats{}, nanError(nan, dt, cols, rowBase)
 	}
-	return st, nil
+	return sums.stats(dt), nil
 }
 
-// pruneBF16 prunes BF16 src into dst (same length, a multiple of 8) and
-// returns the stats so far and the byte offset of the first NaN, or -1.
-func pruneBF16(dst, src []byte, rule Rule) (Stats, int) {
-	var kept, total float64
-	for off := 0; off+8 <= len(src) && off+8 <= len(dst); off += 8 {
-		v := binary.LittleEndian.Uint64(src[off:])
-		m := v & mag16
-		if (m+nanAddBF16)&sign16 != 0 {
-			return Stats{kept, total}, off + nanLane16(m+nanAddBF16)
-		}
-		var keep uint64
-		if rule == Rule12 {
-			keep = keep12x16(m)
-		} else {
-			keep = keep24x16(m)
-		}
-		// Keep a sign bit only where the magnitude is nonzero: -0.0 → +0.0.
-		binary.LittleEndian.PutUint64(dst[off:], v&keep&(mag16|(m+mag16)&sign16))
-		total += sumBF16(m)
-		kept += sumBF16(m & keep)
-	}
-	return Stats{kept, total}, -1
+// nanError returns the NaNError of the element at byte offset off of a
+// matrix of cols-column rows of dt whose first row is rowBase.
+func nanError(off int, dt DType, cols, rowBase int) error {
+	e := off / dt.Size()
+	return &NaNError{Row: rowBase + e/cols, Col: e % cols}
 }
 
-// pruneF16 is pruneBF16 for F16. Its sums are kept in units of 2^-112
-// (see sumF16), which cannot hold an infinity: an infinity only sets a
-// flag, and since it ranks first it is always kept and makes both sums
-// +Inf.
-func pruneF16(dst, src []byte, rule Rule) (Stats, int) {
-	var kept, total float64
-	inf := false
-	for off := 0; off+8 <= len(src) && off+8 <= len(dst); off += 8 {
-		v := binary.LittleEndian.Uint64(src[off:])
-		m := v & mag16
-		if (m+infAddF16)&sign16 != 0 {
-			if (m+nanAddF16)&sign16 != 0 {
-				return statsF16(kept, total, inf), off + nanLane16(m+nanAddF16)
-			}
-			inf = true // the sums below are then ignored
-		}
-		var keep uint64
-		if rule == Rule12 {
-			keep = keep12x16(m)
-		} else {
-			keep = keep24x16(m)
-		}
-		binary.LittleEndian.PutUint64(dst[off:], v&keep&(mag16|(m+mag16)&sign16))
-		total += sumF16(m)
-		kept += sumF16(m & keep)
+// blockBytes is the unit of work of the kernels: 128 bytes of a row, that
+// is 16 groups of 4 16-bit elements, or 8 groups (16 pairs) of F32
+// elements. A block's float32 partial sums have at most 16 terms each.
+const blockBytes = 128
+
+// sums accumulates the magnitude sums of a prune: the float32 partial
+// sums of the blocks, added up in float64, and apart from them (in wide)
+// the exact float64 sums of the groups that the float32 sums cannot take.
+// For F16 the block sums are in units of 2^-112 (see f16Pair).
+type sums struct {
+	kept, total float64
+	wide        Stats
+}
+
+// add adds the partial sums of a block.
+func (s *sums) add(kept, total float64) {
+	s.kept += kept
+	s.total += total
+}
+
+// stats returns the sums as Stats.
+func (s *sums) stats(dt DType) Stats {
+	st := Stats{Kept: s.kept, Total: s.total}
+	if dt == F16 {
+		st = Stats{Kept: s.kept * 0x1p112, Total: s.total * 0x1p112}
 	}
-	return statsF16(kept, total, inf), -1
+	st.Add(s.wide)
+	return st
+}
+
+// The F32 bits of a 16-bit magnitude, for the block sums. A BF16
+// magnitude shifted left by 16 is its value as F32 bits, exactly. An F16
+// magnitude shifted left by 13 is, as F32 bits, its value times 2^-112
+// (F16 subnormals become F32 subnormals), exactly; so the F16 block sums
+// are in units of 2^-112. For the two lanes of a uint32 l, the bits are
+// l<<16 and l&^0xFFFF (BF16), l<<13&f16Bits and l>>3&f16Bits (F16).
+const f16Bits = 0x7FFF << 13
+
+// The slow path of the 16-bit kernels. (m + special16(dt)) & sign16 sets
+// the sign bit of every lane that the float32 block sums cannot take:
+// BF16 magnitudes from 2^123 on (16 pairs of them could overflow a
+// float32), F16 infinities, and NaN. No lane carries into the next.
+const (
+	bigAddBF16 = 0x0300_0300_0300_0300 // 0x8000 - 0x7D00 (2^123) per lane
+	infAddF16  = 0x0400_0400_0400_0400 // 0x8000 - 0x7C00 (Inf) per lane
+)
+
+// special16 returns the slow-path addend of dt.
+func special16(dt DType) uint64 {
+	if dt == F16 {
+		return infAddF16
+	}
+	return bigAddBF16
+}
+
+// slow16 takes a group of 16-bit magnitudes m (kept ones mk) that the
+// float32 block sums cannot take. It returns the byte offset in the group
+// of its first NaN, or -1 after adding the group to wide: exactly for
+// BF16, and for F16 as an infinity in both sums (its slow groups are those
+// with an infinity, which is always kept).
+func slow16(wide *Stats, m, mk uint64, dt DType) int {
+	nanAdd := uint64(nanAddBF16)
+	if dt == F16 {
+		nanAdd = nanAddF16
+	}
+	if s := (m + nanAdd) & sign16; s != 0 {
+		return nanLane16(s)
+	}
+	wide.Add(Stats{Kept: sum16(mk, dt), Total: sum16(m, dt)})
+	return -1
+}
+
+// sum16 returns the float64 sum of 4 16-bit magnitudes m of dt, none a
+// NaN.
+func sum16(m uint64, dt DType) float64 {
+	s := 0.0
+	for i := 0; i < 4; i++ {
+		s += Float64(m>>(16*i), dt)
+	}
+	return s
 }
 
 // nanLane16 returns the byte offset in its group of the first lane whose
@@ -118,96 +151,103 @@ func nanLane16(s uint64) int {
 	return 0
 }
 
-// sumBF16 returns the sum of 4 BF16 magnitudes m.
-func sumBF16(m uint64) float64 {
-	lo, hi := uint32(m), uint32(m>>32)
-	return float64(math.Float32frombits(lo<<16)) + float64(math.Float32frombits(lo&0xFFFF0000)) +
-		float64(math.Float32frombits(hi<<16)) + float64(math.Float32frombits(hi&0xFFFF0000))
-}
-
-// infAddF16 is nanAddF16 for an F16 infinity or NaN (0x7C00 and above).
-const infAddF16 = 0x0400_0400_0400_0400
-
-// sumF16 returns the sum of 4 finite F16 magnitudes m, in units of
-// 2^-112: an F16 magnitude shifted left by 13 is, as F32 bits, its value
-// times 2^-112 (F16 subnormals become F32 subnormals), and scaling by a
-// power of 2 is exact.
-func sumF16(m uint64) float64 {
-	lo, hi := uint32(m), uint32(m>>32)
-	return float64(math.Float32frombits(lo&0x7FFF<<13)) + float64(math.Float32frombits(lo>>3&(0x7FFF<<13))) +
-		float64(math.Float32frombits(hi&0x7FFF<<13)) + float64(math.Float32frombits(hi>>3&(0x7FFF<<13)))
-}
-
-// statsF16 returns the stats of pruneF16 from its sums in units of
-// 2^-112, both +Inf if an infinity was seen.
-func statsF16(kept, total float64, inf bool) Stats {
-	if inf {
-		return Stats{math.Inf(1), math.Inf(1)}
-	}
-	return Stats{kept * 0x1p112, total * 0x1p112}
-}
-
-// sumF32 returns the sum of 2 F32 magnitudes m.
-func sumF32(m uint64) float64 {
-	return float64(math.Float32frombits(uint32(m))) + float64(math.Float32frombits(uint32(m>>32)))
-}
-
-// pruneF32 is pruneBF16 for F32: a group of 4 is two uint64 words, and
-// the selection compares the 4 magnitudes as scalars.
-func pruneF32(dst, src []byte, rule Rule) (Stats, int) {
-	var kept, total float64
-	for off := 0; off+16 <= len(src) && off+16 <= len(dst); off += 16 {
-		v0 := binary.LittleEndian.Uint64(src[off:])
-		v1 := binary.LittleEndian.Uint64(src[off+8:])
-		m0, m1 := v0&mag32, v1&mag32
-		if ((m0+nanAddF32)|(m1+nanAddF32))&sign32 != 0 {
-			return Stats{kept, total}, off + nanLane32(m0+nanAddF32, m1+nanAddF32)
+// forBlocks calls fn for every blockBytes block of src and the block of
+// dst at the same offset (dst is at least as long as src), and for the
+// rest of src, shorter than a block, through zero-padded copies. It
+// returns the byte offset that fn reports for a NaN, or -1. fn gets src's
+// block before it writes dst's, so dst may be src.
+func forBlocks(dst, src []byte, fn func(d, s *[blockBytes]byte) int) int {
+	off := 0
+	for ; off+blockBytes <= len(src) && off+blockBytes <= len(dst); off += blockBytes {
+		if nan := fn((*[blockBytes]byte)(dst[off:]), (*[blockBytes]byte)(src[off:])); nan >= 0 {
+			return off + nan
 		}
-		// The magnitudes a0..a3 are below 2^31, so the top bit of a
-		// difference is its sign. For i < j, cij is 1 when j outranks i
-		// (aj > ai) and 0 when i outranks j (ties to the lower index).
-		// Rule24 keeps an element outranked fewer than 2 times: 0 is
-		// outranked c01+c02+c03 times, 1 (1-c01)+c12+c13, 2
-		// (1-c02)+(1-c12)+c23 and 3 3-c03-c13-c23 times; ki is the sign
-		// bit of that count minus 2.
-		a0, a1, a2, a3 := m0&0x7FFFFFFF, m0>>32, m1&0x7FFFFFFF, m1>>32
-		c01 := (a0 - a1) >> 63
-		c23 := (a2 - a3) >> 63
-		var k0, k1, k2, k3 uint64
-		if rule == Rule12 {
-			k0, k1, k2, k3 = c01^1, c01, c23^1, c23
+	}
+	if off < len(src) {
+		var s, d [blockBytes]byte
+		n := copy(s[:], src[off:])
+		if nan := fn(&d, &s); nan >= 0 {
+			return off + nan
+		}
+		copy(dst[off:], d[:n])
+	}
+	return -1
+}
+
+// prune16 prunes F16 or BF16 src into dst (as long as src, a multiple of
+// 8 bytes) and returns the byte offset of the first NaN, or -1.
+func prune16(s *sums, dst, src []byte, dt DType, rule Rule) int {
+	if rule == Rule12 {
+		return prune16Rule12(s, dst, src, dt)
+	}
+	special, f16 := special16(dt), dt == F16
+	return forBlocks(dst, src, func(d, b *[blockBytes]byte) int {
+		kept, total, nan := pruneBlock16(d, b, special, f16, &s.wide)
+		s.add(kept, total)
+		return nan
+	})
+}
+
+// pruneBlock16 prunes by Rule24 the block s of F16 (f16) or BF16
+// elements into d (which may be s). special is special16 of the dtype. It
+// returns the block's float32 sums of the magnitudes kept and of all
+// (those of slow groups go to wide instead), and the byte offset of the
+// first NaN, or -1 (then the sums are unspecified).
+//
+// This and the other kernels are written out for the compiler: the block
+// is an array so that no index needs a bounds check, the loop body calls
+// only helpers that inline, and the float32 conversions are spelled out.
+func pruneBlock16(d, s *[blockBytes]byte, special uint64, f16 bool, wide *Stats) (kept, total float64, nan int) {
+	_, _ = d[0], s[0] // the nil checks, out of the loop
+	var k0, k1, t0, t1 float32
+	for i := range blockBytes / 8 {
+		v := binary.LittleEndian.Uint64(s[8*i:])
+		m := v & mag16
+		// Keep the kept lanes that are nonzero: -0.0 becomes +0.0.
+		out := v & lanes16(kept24(m)&(m+mag16))
+		binary.LittleEndian.PutUint64(d[8*i:], out)
+		mk := out & mag16
+		if (m+special)&sign16 != 0 {
+			if nan := slow16(wide, m, mk, dtype16(f16)); nan >= 0 {
+				return 0, 0, 8*i + nan
+			}
+			continue
+		}
+		ml, mh, kl, kh := uint32(m), uint32(m>>32), uint32(mk), uint32(mk>>32)
+		if f16 {
+			t0 += math.Float32frombits(ml<<13&f16Bits) + math.Float32frombits(ml>>3&f16Bits)
+			t1 += math.Float32frombits(mh<<13&f16Bits) + math.Float32frombits(mh>>3&f16Bits)
+			k0 += math.Float32frombits(kl<<13&f16Bits) + math.Float32frombits(kl>>3&f16Bits)
+			k1 += math.Float32frombits(kh<<13&f16Bits) + math.Float32frombits(kh>>3&f16Bits)
 		} else {
-			c02 := (a0 - a2) >> 63
-			c03 := (a0 - a3) >> 63
-			c12 := (a1 - a2) >> 63
-			c13 := (a1 - a3) >> 63
-			k0 = (c01 + c02 + c03 - 2) >> 63
-			k1 = (c12 + c13 - c01 - 1) >> 63
-			k2 = (c23 - c02 - c12) >> 63
-			k3 = (1 - c03 - c13 - c23) >> 63
+			t0 += math.Float32frombits(ml<<16) + math.Float32frombits(ml&^0xFFFF)
+			t1 += math.Float32frombits(mh<<16) + math.Float32frombits(mh&^0xFFFF)
+			k0 += math.Float32frombits(kl<<16) + math.Float32frombits(kl&^0xFFFF)
+			k1 += math.Float32frombits(kh<<16) + math.Float32frombits(kh&^0xFFFF)
 		}
-		keep0 := (k0 | k1<<32) * 0xFFFFFFFF
-		keep1 := (k2 | k3<<32) * 0xFFFFFFFF
-		out0 := v0 & keep0 & (mag32 | (m0+mag32)&sign32)
-		out1 := v1 & keep1 & (mag32 | (m1+mag32)&sign32)
-		binary.LittleEndian.PutUint64(dst[off:], out0)
-		binary.LittleEndian.PutUint64(dst[off+8:], out1)
-		total += sumF32(m0) + sumF32(m1)
-		kept += sumF32(m0&keep0) + sumF32(m1&keep1)
 	}
-	return Stats{kept, total}, -1
+	return float64(k0) + float64(k1), float64(t0) + float64(t1), -1
 }
 
-// nanLane32 returns the byte offset in its group of the first F32 lane
-// whose sign bit is set in s0 (lanes 0, 1) or s1 (lanes 2, 3).
-func nanLane32(s0, s1 uint64) int {
-	switch {
-	case s0&(1<<31) != 0:
-		return 0
-	case s0&(1<<63) != 0:
-		return 4
-	case s1&(1<<31) != 0:
-		return 8
+// dtype16 returns F16 or BF16.
+func dtype16(f16 bool) DType {
+	if f16 {
+		return F16
 	}
-	return 12
+	return BF16
+}
+
+// prune16Rule12 is prune16 for Rule12, a rare choice for 16-bit data,
+// kept simple: a group at a time, with float64 sums.
+func prune16Rule12(s *sums, dst, src []byte, dt DType) int {
+	for off := 0; off+8 <= len(src) && off+8 <= len(dst); off += 8 {
+		v := binary.LittleEndian.Uint64(src[off:])
+		m := v & mag16
+		out := v & lanes16(kept12(m)&(m+mag16))
+		binary.LittleEndian.PutUint64(dst[off:], out)
+		if nan := slow16(&s.wide, m, out&mag16, dt); nan >= 0 {
+			return off + nan
+		}
+	}
+	return -1
 }

@@ -84,13 +84,17 @@ func decodedSum(b []byte, dt DType) float64 {
 	return s
 }
 
-// close reports whether a and b agree to 1e-12 relative, infinities
+// statsTol is the relative accuracy that Stats documents for inputs of up
+// to 2^27 elements.
+const statsTol = 1e-6
+
+// close reports whether a and b agree to statsTol relative, infinities
 // matching.
 func close(a, b float64) bool {
 	if math.IsInf(a, 0) || math.IsInf(b, 0) {
 		return a == b
 	}
-	return math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a), math.Abs(b))
+	return math.Abs(a-b) <= statsTol*math.Max(math.Abs(a), math.Abs(b))
 }
 
 // randShape returns a random rows and a cols that is a multiple of 4.

@@ -1,8 +1,16 @@
 package prune24
 
 // Stats sums element magnitudes over what a prune saw: Kept is Σ|x| over
-// the elements it kept and Total is Σ|x| over all elements, both as
-// float64. An infinite element makes the sums infinite.
+// the elements it kept and Total is Σ|x| over all elements. An infinite
+// element makes the sums infinite.
+//
+// The sums are a report statistic, computed cheaply: every magnitude is
+// converted exactly, added up in float32 over at most 16 terms (the
+// partial sums of 128 bytes of input), and those partial sums are added
+// in float64. For n elements the relative error of either sum is
+// therefore below 2^-20·(1+2^-19) + n·2^-53 (at most 1e-6 for n up to
+// 2^27); magnitudes from 2^123 on, which could overflow a float32 sum,
+// are added in float64 only.
 type Stats struct {
 	Kept, Total float64
 }
