@@ -23,6 +23,11 @@ type dim3 [3]uint32
 // or int32 values widened with i32. It runs with the context current and
 // the mutex held.
 func (d *Device) launch(name string, fn uintptr, grid, block dim3, args ...uint64) error {
+	return d.launchShared(name, fn, grid, block, 0, args...)
+}
+
+// launchShared is launch with smem bytes of dynamic shared memory.
+func (d *Device) launchShared(name string, fn uintptr, grid, block dim3, smem int, args ...uint64) error {
 	if len(args) > maxKernelArgs {
 		return argError("launch %s: %d arguments, at most %d", name, len(args), maxKernelArgs)
 	}
@@ -34,7 +39,7 @@ func (d *Device) launch(name string, fn uintptr, grid, block dim3, args ...uint6
 		p.vals[i] = v
 		p.ptrs[i] = unsafe.Pointer(&p.vals[i])
 	}
-	r := d.drv.cuLaunch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, d.stream,
+	r := d.drv.cuLaunch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], uint32(smem), d.stream,
 		unsafe.Pointer(&p.ptrs[0]), nil)
 	runtime.KeepAlive(p)
 	return d.drv.check("cuLaunchKernel("+name+")", r)

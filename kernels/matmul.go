@@ -8,7 +8,33 @@ package kernels
 // It needs n % 32 == 0 and k % 64 == 0 (the guards of the format); m is
 // any positive number. Buffers may be larger than needed. The launch is
 // asynchronous.
+//
+// The kernel depends on m. Up to gemvMaxTokens (64) tokens, the decode
+// sizes where the product is bound by the weight bytes, a kernel streams
+// the weight once over every SM; to fill them it may split k and add the
+// partial sums into y with float atomics (y is zeroed first), and then the
+// order of those additions, so the last bits of y, may differ from run to
+// run. Larger m use the tiled kernel, whose results are reproducible.
 func (d *Device) SparseMatmul(y, x, packed, meta *Buffer, dt DType, m, n, k int) error {
+	return d.sparse(y, x, packed, meta, dt, m, n, k, sparseChoice{})
+}
+
+// Kernels of a sparse product.
+const (
+	sparseAuto    = iota // by m, as SparseMatmul documents
+	sparseGeneral        // the tiled kernel (cuda/spmm.cuh)
+	sparseGemv           // the decode kernel (cuda/gemv.cuh), m ≤ gemvMaxTokens
+)
+
+// sparseChoice selects the kernel of a sparse product; the zero value is
+// SparseMatmul's choice. Tests and benchmarks force the others.
+type sparseChoice struct {
+	kernel int         // sparseAuto, sparseGeneral or sparseGemv
+	gemv   gemvOptions // decode-kernel overrides; zero lets planGemv choose
+}
+
+// sparse is SparseMatmul with the kernel chosen by c.
+func (d *Device) sparse(y, x, packed, meta *Buffer, dt DType, m, n, k int, c sparseChoice) error {
 	const op = "SparseMatmul"
 	if err := checkDims(op, dt, m, n, k); err != nil {
 		return err
@@ -24,6 +50,9 @@ func (d *Device) SparseMatmul(y, x, packed, meta *Buffer, dt DType, m, n, k int)
 		if err := d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]},
 			operand{packed, "packed", need[2]}, operand{meta, "meta", need[3]}); err != nil {
 			return err
+		}
+		if c.kernel == sparseGemv || c.kernel == sparseAuto && m <= gemvMaxTokens {
+			return d.launchGemv(op, y, x, packed, meta, dt, m, n, k, c.gemv)
 		}
 		fn := d.fn.spmmBF16
 		if dt == F16 {

@@ -36,6 +36,13 @@ type functions struct {
 	spmmBF16, spmmF16   uintptr
 	denseBF16, denseF16 uintptr
 	decode16            uintptr
+	// gemv[dt][i][j] is the decode-size kernel for 8·2^i tokens (i = 0..3)
+	// and 2<<j chunks per pipeline stage, dt 0 for BF16 and 1 for F16;
+	// gemvLim holds the limits it is planned with and gemvPlans the plans
+	// made so far. See loadGemv and launchGemv.
+	gemv      [2][4][gemvStageSizes]uintptr
+	gemvLim   gemvLimits
+	gemvPlans map[gemvKey]gemvPlan
 }
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\s*\.version\s+(\d+)\.(\d+)\s*$`)
@@ -121,7 +128,7 @@ func (d *Device) loadModule(ptx []byte) error {
 			return err
 		}
 	}
-	return nil
+	return d.loadGemv()
 }
 
 // moduleError explains a failed module load. A driver too old for the PTX

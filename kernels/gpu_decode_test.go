@@ -1,0 +1,360 @@
+package kernels
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// TestPlanGemv checks the decode kernel's launch plans for the invariants
+// the kernel relies on: enough token tiles, slices that cover k with none
+// empty, shared memory within the limit, a valid grid, the forced options.
+func TestPlanGemv(t *testing.T) {
+	// Shared-memory limits of devices planGemv must serve.
+	h100Limits := gemvLimits{sms: 132, smem: 232448, perSM: 233472} // also the H200
+	a100Limits := gemvLimits{sms: 108, smem: 166912, perSM: 167936}
+	sm86Limits := gemvLimits{sms: 46, smem: 101376, perSM: 102400}
+	for _, c := range []struct {
+		m, n, k int
+		lim     gemvLimits
+		o       gemvOptions
+	}{
+		{1, 32, 64, h100Limits, gemvOptions{}},
+		{64, 32, 64, h100Limits, gemvOptions{}},
+		{9, 96, 192, h100Limits, gemvOptions{warps: 4, splits: 2}},
+		{33, 288, 320, h100Limits, gemvOptions{sc: 2, warps: 1, splits: 5}},
+		{17, 288, 320, h100Limits, gemvOptions{sc: 4, warps: 6, splits: 7}}, // 7 slices of 5 chunks: 5
+		{1, 1024, 4096, h100Limits, gemvOptions{}},
+		{8, 14336, 4096, h100Limits, gemvOptions{sc: 2}},
+		{64, 14336, 4096, h100Limits, gemvOptions{}},
+		{64, 8192, 28672, h100Limits, gemvOptions{sc: 2}},
+		{16, 28672, 8192, a100Limits, gemvOptions{}},
+		{64, 4096, 14336, sm86Limits, gemvOptions{}},
+		{3, 4096, 1 << 24, h100Limits, gemvOptions{}},
+	} {
+		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
+		if err != nil {
+			t.Errorf("%+v: %v", c, err)
+			continue
+		}
+		chunks := c.k / gemvChunk
+		switch {
+		case p.tiles != 1 && p.tiles != 2 && p.tiles != 4 && p.tiles != 8,
+			8*p.tiles < c.m, p.tiles > 1 && 4*p.tiles >= c.m:
+			t.Errorf("%+v: %d tiles for m = %d", c, p.tiles, c.m)
+		case c.o.sc != 0 && p.sc != c.o.sc || c.o.sc == 0 && p.sc != gemvDefaultSC:
+			t.Errorf("%+v: %d chunks per stage", c, p.sc)
+		case p.warps < 1 || p.warps > gemvMaxWarps || c.o.warps != 0 && p.warps != c.o.warps:
+			t.Errorf("%+v: %d warps", c, p.warps)
+		case p.cps < 1 || p.splits < 1 || p.splits*p.cps < chunks || (p.splits-1)*p.cps >= chunks:
+			t.Errorf("%+v: %d slices of %d chunks for %d chunks", c, p.splits, p.cps, chunks)
+		case p.splits > maxGridY || c.o.splits != 0 && p.splits > c.o.splits:
+			t.Errorf("%+v: %d slices", c, p.splits)
+		case p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps) || p.smem > c.lim.smem:
+			t.Errorf("%+v: %d bytes of shared memory", c, p.smem)
+		}
+		if g := p.grid(c.n); int(g[0])*p.warps*32 < c.n || int(g[0]-1)*p.warps*32 >= c.n || int(g[1]) != p.splits {
+			t.Errorf("%+v: grid %v", c, g)
+		}
+	}
+	// Llama-3-8B gate_up at m = 1 on an H100: 75 × 5 CTAs of 6 warps (192
+	// rows) and 5 slices of 13 chunks; 113952 bytes of shared memory, so
+	// two CTAs (12 warps) per SM.
+	if p, err := planGemv(1, 14336, 4096, h100Limits, gemvOptions{}); err != nil ||
+		p != (gemvPlan{tiles: 1, sc: 2, warps: 6, splits: 5, cps: 13, smem: 113952}) {
+		t.Errorf("gate_up m=1: %+v, %v", p, err)
+	}
+	for _, c := range []struct {
+		m, n, k int
+		lim     gemvLimits
+		o       gemvOptions
+	}{
+		{0, 32, 64, h100Limits, gemvOptions{}},
+		{65, 32, 64, h100Limits, gemvOptions{}},
+		{1, 48, 64, h100Limits, gemvOptions{}},
+		{1, 32, 96, h100Limits, gemvOptions{}},
+		{1, 32, 64, h100Limits, gemvOptions{warps: 9}},
+		{1, 32, 64, h100Limits, gemvOptions{warps: -1}},
+		{1, 32, 64, h100Limits, gemvOptions{splits: -1}},
+		{1, 32, 64, h100Limits, gemvOptions{sc: 8}},
+		{1, 32, 64, gemvLimits{}, gemvOptions{}},
+		{64, 32, 64, gemvLimits{sms: 1, smem: 20000, perSM: 20000}, gemvOptions{}},                     // not one stage
+		{64, 32, 4096, h100Limits, gemvOptions{splits: 1}},                                             // 64 chunks of 64 tokens
+		{1, 32, 64 << 17, gemvLimits{sms: 1, smem: 28000, perSM: 28000}, gemvOptions{sc: 4, warps: 1}}, // > maxGridY slices
+	} {
+		if p, err := planGemv(c.m, c.n, c.k, c.lim, c.o); !errors.Is(err, errGemvPlan) {
+			t.Errorf("%+v: plan %+v, error %v", c, p, err)
+		}
+	}
+}
+
+func TestGPUCopyFrom(t *testing.T) {
+	d := openGPU(t)
+	src := []byte("2:4 weights stream at the copy bandwidth")
+	s, err := d.Upload(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := alloc(t, d, len(src)+8)
+	if err := dst.memset(0xee); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.CopyFrom(s); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(src)+8)
+	if err := dst.Download(got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[:len(src)], src) || !bytes.Equal(got[len(src):], bytes.Repeat([]byte{0xee}, 8)) {
+		t.Errorf("after CopyFrom: %q", got)
+	}
+	if err := s.CopyFrom(dst); !errors.Is(err, ErrArgument) {
+		t.Errorf("CopyFrom into a smaller buffer: %v", err)
+	}
+	if err := dst.CopyFrom(dst); !errors.Is(err, ErrArgument) {
+		t.Errorf("CopyFrom itself: %v", err)
+	}
+	if err := dst.CopyFrom(nil); !errors.Is(err, ErrArgument) {
+		t.Errorf("CopyFrom(nil): %v", err)
+	}
+	var none *Buffer
+	if err := none.CopyFrom(s); !errors.Is(err, ErrClosed) {
+		t.Errorf("CopyFrom into nil: %v", err)
+	}
+	other := openGPU(t)
+	o := alloc(t, other, len(src))
+	if err := o.CopyFrom(s); !errors.Is(err, ErrArgument) {
+		t.Errorf("CopyFrom across devices: %v", err)
+	}
+	freeAll(t, s)
+	if err := dst.CopyFrom(s); !errors.Is(err, ErrClosed) {
+		t.Errorf("CopyFrom a freed buffer: %v", err)
+	}
+}
+
+// runSparse runs the sparse product with kernel choice c into a poisoned
+// output and returns it.
+func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c sparseChoice) []float32 {
+	t.Helper()
+	y := poisoned(t, d, m*w.n)
+	defer freeAll(t, y)
+	if err := d.sparse(y, x, w.dPack, w.dMeta, dt, m, w.n, w.k, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	return downloadF32(t, y, m*w.n)
+}
+
+// gemvChoices are decode-kernel plans that cover its cases: the default,
+// 3-warp CTAs with 2-chunk stages and two slices (partial sums added), and
+// one warp per CTA with 4-chunk stages and as many slices as chunks (a
+// stage mostly past the slice).
+func gemvChoices(k int) []sparseChoice {
+	return []sparseChoice{
+		{kernel: sparseGemv},
+		{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 3, splits: 2}},
+		{kernel: sparseGemv, gemv: gemvOptions{sc: 4, warps: 1, splits: k / gemvChunk}},
+	}
+}
+
+// TestGPUDecodeSmall checks the decode kernel on small shapes against a
+// float64 reference over the whole output: every token tile count, m not
+// a multiple of 8, a last CTA with idle warps (n = 288), one and several
+// slices. The sanitizer runs use it.
+func TestGPUDecodeSmall(t *testing.T) {
+	d := openGPU(t)
+	rng := testRand(t)
+	for _, dt := range []DType{BF16, F16} {
+		for _, s := range []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}} {
+			w := newWeight(t, d, rng, dt, s.n, s.k)
+			xs := randDense(rng, dt, gemvMaxTokens*s.k)
+			x := upload16(t, d, xs)
+			cols := make([]int, s.n)
+			for i := range cols {
+				cols[i] = i
+			}
+			for _, m := range []int{1, 2, 5, 8, 9, 16, 17, 33, 64} {
+				ref := refColumns(dt, xs, w.dense, m, s.k, cols)
+				for _, c := range gemvChoices(s.k) {
+					got := runSparse(t, d, dt, w, x, m, c)
+					checkClose(t, fmt.Sprintf("%v n%d k%d m%d %+v", dt, s.n, s.k, m, c), s.k, got, ref)
+				}
+			}
+			freeAll(t, x)
+			w.free(t)
+		}
+	}
+}
+
+// TestGPUDecodeDegenerate runs the decode kernel on weights whose groups
+// keep fewer than 2 values: all zero (y must be exactly zero, also when
+// partial sums are added) and one value per group.
+func TestGPUDecodeDegenerate(t *testing.T) {
+	d := openGPU(t)
+	rng := testRand(t)
+	const m, n, k = 13, 96, 256
+	for _, dt := range []DType{BF16, F16} {
+		xs := randDense(rng, dt, m*k)
+		x := upload16(t, d, xs)
+		for _, pos := range []int{-1, 0, 3, 4} { // -1: all zero; 4: the position varies per group
+			dense := make([]uint16, n*k)
+			if pos >= 0 {
+				for g := 0; g < n*k/4; g++ {
+					p := pos
+					if pos == 4 {
+						p = rng.IntN(4)
+					}
+					dense[4*g+p] = randValue(rng, dt)
+				}
+			}
+			w := &weight{n: n, k: k, dense: dense}
+			w.packed, w.meta = packAmpere(dense, n, k)
+			w.dDense, w.dPack, w.dMeta = upload16(t, d, w.dense), upload16(t, d, w.packed), upload16(t, d, w.meta)
+			ref := refColumns(dt, xs, dense, m, k, []int{0, 1, 16, 31, 63, n - 1})
+			for _, c := range gemvChoices(k) {
+				got := runSparse(t, d, dt, w, x, m, c)
+				if pos < 0 {
+					for i, v := range got {
+						if v != 0 {
+							t.Fatalf("%v all-zero weight %+v: y[%d] = %v", dt, c, i, v)
+						}
+					}
+				}
+				checkClose(t, fmt.Sprintf("%v pos %d %+v", dt, pos, c), k,
+					pickColumns(got, m, n, []int{0, 1, 16, 31, 63, n - 1}), ref)
+			}
+			w.free(t)
+		}
+		freeAll(t, x)
+	}
+}
+
+// TestGPUDecodeCorruptMeta flips one metadata nibble of a row to another
+// valid value and checks that the decode kernel's output changes in exactly
+// that column: rows read with selector 0 (g, g+8) and 1 (16+g, 24+g), a
+// random group of the row (so any chunk and slice), one and two slices.
+func TestGPUDecodeCorruptMeta(t *testing.T) {
+	d := openGPU(t)
+	rng := testRand(t)
+	const n, k = 64, 256
+	dt := F16
+	for _, m := range []int{1, 13} {
+		xs := randDense(rng, dt, m*k)
+		x := upload16(t, d, xs)
+		for _, row := range []int{5, 13, 21, 30, 40, 60} {
+			w := newWeight(t, d, rng, dt, n, k)
+			var full []int // groups of the row with two values
+			for g := 0; g < k/4; g++ {
+				cnt := 0
+				for _, v := range w.dense[row*k+4*g : row*k+4*g+4] {
+					if v != 0 {
+						cnt++
+					}
+				}
+				if cnt == 2 {
+					full = append(full, g)
+				}
+			}
+			if len(full) == 0 {
+				t.Fatalf("row %d has no group with 2 values", row)
+			}
+			g := full[rng.IntN(len(full))]
+			idx := metaIndex(row, g/4, n)
+			shift := 4 * (g % 4)
+			old := (w.meta[idx] >> shift) & 0xf
+			nib := uint16(0x4)
+			if old == 0x4 {
+				nib = 0xe
+			}
+			bad := append([]uint16(nil), w.meta...)
+			bad[idx] = bad[idx]&^(0xf<<shift) | nib<<shift
+			good := w.dMeta
+			for _, c := range []sparseChoice{{kernel: sparseGemv, gemv: gemvOptions{splits: 1}},
+				{kernel: sparseGemv, gemv: gemvOptions{sc: 2, splits: 2}}} {
+				w.dMeta = good
+				want := runSparse(t, d, dt, w, x, m, c)
+				w.dMeta = upload16(t, d, bad)
+				got := runSparse(t, d, dt, w, x, m, c)
+				freeAll(t, w.dMeta)
+				for col := 0; col < n; col++ {
+					rel, _ := diff(pickColumns(got, m, n, []int{col}), pickColumns(want, m, n, []int{col}))
+					if col == row && rel <= tolerance(k) {
+						t.Errorf("m=%d %+v row %d: nibble %#x→%#x in group %d not detected (relative error %.3g)",
+							m, c, row, old, nib, g, rel)
+					}
+					if col != row && rel > tolerance(k) {
+						t.Errorf("m=%d %+v row %d corrupted, but column %d differs too (relative error %.3g)",
+							m, c, row, col, rel)
+					}
+				}
+			}
+			w.dMeta = good
+			w.free(t)
+		}
+		freeAll(t, x)
+	}
+}
+
+// llama3Shapes returns the projection shapes of Llama-3-8B and -70B that
+// the decode kernel is measured on.
+func llama3Shapes() []modelShape {
+	return []modelShape{
+		{"llama3-8b", "q_o", 4096, 4096},
+		{"llama3-8b", "k_v", 1024, 4096},
+		{"llama3-8b", "gate_up", 14336, 4096},
+		{"llama3-8b", "down", 4096, 14336},
+		{"llama3-70b", "gate_up", 28672, 8192},
+		{"llama3-70b", "down", 8192, 28672},
+	}
+}
+
+// TestGPUDecodeModels runs the decode kernel on the Llama-3 projection
+// shapes, BF16 and F16, at decode token counts (some not multiples of 8):
+// against DenseMatmul and the general sparse kernel over the whole output,
+// sampled columns against float64, and SparseMatmul's own choice against
+// the forced decode kernel. -short keeps the 8B shapes and four counts.
+func TestGPUDecodeModels(t *testing.T) {
+	d := openGPU(t)
+	rng := testRand(t)
+	ms := []int{1, 3, 8, 13, 16, 32, 47, 64}
+	if testing.Short() {
+		ms = []int{1, 13, 32, 64}
+	}
+	for _, dt := range []DType{BF16, F16} {
+		for _, s := range llama3Shapes() {
+			if testing.Short() && s.model != "llama3-8b" {
+				continue
+			}
+			t.Run(fmt.Sprintf("%v/%s/%s_%dx%d", dt, s.model, s.proj, s.n, s.k), func(t *testing.T) {
+				w := newWeight(t, d, rng, dt, s.n, s.k)
+				defer w.free(t)
+				xs := randDense(rng, dt, gemvMaxTokens*s.k)
+				x := upload16(t, d, xs)
+				defer freeAll(t, x)
+				cols := []int{0, 17, 31, s.n / 2, s.n - 1, rng.IntN(s.n)}
+				for _, m := range ms {
+					gemv := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv})
+					general := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGeneral})
+					auto := runSparse(t, d, dt, w, x, m, sparseChoice{})
+					yd := poisoned(t, d, m*s.n)
+					if err := d.DenseMatmul(yd, x, w.dDense, dt, m, s.n, s.k); err != nil {
+						t.Fatal(err)
+					}
+					dense := downloadF32(t, yd, m*s.n)
+					freeAll(t, yd)
+					checkClose(t, fmt.Sprintf("m=%d decode vs DenseMatmul", m), s.k, gemv, dense)
+					checkClose(t, fmt.Sprintf("m=%d decode vs general", m), s.k, gemv, general)
+					checkClose(t, fmt.Sprintf("m=%d SparseMatmul vs decode", m), s.k, auto, gemv)
+					ref := refColumns(dt, xs, w.dense, m, s.k, cols)
+					checkClose(t, fmt.Sprintf("m=%d decode vs float64", m), s.k, pickColumns(gemv, m, s.n, cols), ref)
+					rel, maxAbs := diff(gemv, dense)
+					t.Logf("m=%-2d decode vs dense: rel %.2e max %.2e", m, rel, maxAbs)
+				}
+			})
+		}
+	}
+}

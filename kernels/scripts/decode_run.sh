@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# decode_run.sh: the GPU-machine run for the decode kernel (cuda/gemv.cuh),
+# in one call, from the repository root, with the test binary in .gpu/:
+#
+#   CGO_ENABLED=0 go test -c -o .gpu/decode.test ./kernels   (on the Go machine)
+#   OUT=/some/dir bash kernels/scripts/decode_run.sh [fresh] [tests|quick] [sanitize] [bench] [ncu]
+#
+# Always: machine, check_ptx.sh (fresh PTX into $OUT), ptxas report and SASS
+# instruction counts of the decode kernels. "tests": the kernel tests, $TESTS (with
+# "fresh", against the fresh PTX through SFSURGERY_TEST_PTX). "sanitize":
+# "quick": only the decode kernel's own tests. "sanitize":
+# compute-sanitizer memcheck and racecheck on the small decode tests.
+# "bench": BenchmarkGPUDecode, summarised by kernels/scripts/decode_table.awk.
+# "ncu": Nsight Compute on one decode launch (Llama-3-8B gate_up, m = 1).
+# Logs land in $OUT.
+set -uo pipefail
+OUT=${OUT:?set OUT}
+fresh=0 tests=0 sanitize=0 bench=0 ncu=0
+for a in "$@"; do
+	case $a in
+	fresh) fresh=1 ;; tests) tests=1 ;; quick) tests=1 TESTS='TestPlanGemv|TestGPUDecode(Small|Degenerate|CorruptMeta)' ;;
+	sanitize) sanitize=1 ;; bench) bench=1 ;; ncu) ncu=1 ;;
+	esac
+done
+bin=.gpu/decode.test
+# The package's own kernel tests (other tests of the package are not this
+# script's business).
+TESTS=${TESTS:-'TestPlanGemv|TestPTX|TestOpen|TestGPU(CopyFrom|Decode|Info|Buffers|Small|Degenerate|CorruptMeta|Models)'}
+status=0
+note() { echo "== $*"; }
+
+note "machine"
+nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader; nvcc --version | tail -1
+
+note "check_ptx"
+bash kernels/scripts/check_ptx.sh "$OUT/sfsurgery.ptx" >"$OUT/check_ptx.log" 2>&1
+echo "check_ptx exit $?"; grep -v '^[<>]' "$OUT/check_ptx.log" | tail -3
+
+note "ptxas sm_90 (decode kernels) and SASS counts"
+ptxas -arch=sm_90 -v "$OUT/sfsurgery.ptx" -o /tmp/k.cubin 2>&1 | grep -A2 -E "Compiling entry function '(gemv|spmm)" |
+	grep -E 'Compiling|registers|spill' | sed -E "s/ptxas info *: //" | paste - - - | cut -c1-220
+cuobjdump -sass /tmp/k.cubin >/tmp/k.sass
+awk '/Function : gemv/ {f=$3} /Function : / && !/gemv/ {f=""}
+	f!="" && /\/\*[0-9a-f]+\*\// {n[f]++; if(/LDG.E.128/)g[f]++; if(/LDG.E /||/LDG.E.CONSTANT /)g4[f]++; if(/LDS.128/)s[f]++;
+	if(/HMMA/)h[f]++; if(/SHFL/)x[f]++; if(/LDL|STL/)l[f]++; if(/RED|ATOM/)r[f]++}
+	END {for (f in n) printf "%-14s instr %4d LDG.128 %3d LDG.32 %3d LDS.128 %3d HMMA %3d SHFL %3d RED %3d local %d\n",
+	f, n[f], g[f], g4[f], s[f], h[f], x[f], r[f], l[f]}' /tmp/k.sass | sort
+awk '/Function : gemv_bf16_t1_s4/ {p=1} /Function : / && !/gemv_bf16_t1_s4/ {p=0} p' /tmp/k.sass >"$OUT/gemv_bf16_t1_s4.sass"
+
+export SFSURGERY_SEED=${SFSURGERY_SEED:-$(date +%s)}
+if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx; fi
+if [[ $tests == 1 ]]; then
+	note "tests (SFSURGERY_TEST_PTX=${SFSURGERY_TEST_PTX:-embedded}, SFSURGERY_SEED=$SFSURGERY_SEED)"
+	start=$(date +%s)
+	$bin -test.v -test.count=1 -test.timeout=400s -test.run "$TESTS" >"$OUT/test.log" 2>&1 || status=1
+	echo "tests took $(( $(date +%s) - start ))s"
+	grep -E -- '^(--- FAIL|FAIL|ok|PASS|panic)|_test.go:[0-9]+: .*(error|differs|not detected|=)' "$OUT/test.log" |
+		grep -vE 'decode vs dense: rel|sparse vs dense: rel|SFSURGERY_SEED|no CUDA' | head -40
+	echo "largest decode-vs-dense relative error: $(sed -nE 's/.*decode vs dense: rel ([0-9.e+-]+) .*/\1/p' "$OUT/test.log" | sort -g | tail -1)"
+fi
+if [[ $bench == 1 ]]; then
+	note "benchmarks"
+	$bin -test.run '^$' -test.bench 'BenchmarkGPUDecode' -test.benchtime 5x >"$OUT/bench.log" 2>&1 || status=1
+	grep -E '^(FAIL|panic)|--- FAIL|copy-' "$OUT/bench.log"
+	awk -f kernels/scripts/decode_table.awk "$OUT/bench.log" | tee "$OUT/table.txt"
+fi
+if [[ $ncu == 1 ]]; then
+	note "ncu: gate_up 14336x4096, m = 1, default plan"
+	ncu --clock-control none --kernel-name regex:gemv --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+		--section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
+		$bin -test.run '^$' -test.bench 'BenchmarkGPUDecode/BF16/llama3-8b/gate_up_14336x4096/m=1/decode$' \
+		-test.benchtime 1x >"$OUT/ncu.txt" 2>&1
+	grep -E 'gemv|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Stall|Warp Cycles|Achieved Occupancy|Registers|Shared Memory Config|Waves|L2 Hit|Mem Busy|Max Bandwidth|Issued Warp' "$OUT/ncu.txt" | head -40
+fi
+if [[ $sanitize == 1 ]]; then
+	for tool in memcheck racecheck; do
+		note "compute-sanitizer $tool"
+		compute-sanitizer --tool $tool --error-exitcode 3 $bin -test.run 'TestGPUDecodeSmall|TestGPUDecodeDegenerate' \
+			-test.count=1 >"$OUT/$tool.log" 2>&1 || status=1
+		tail -3 "$OUT/$tool.log"
+	done
+fi
+note "done, status $status"
+exit $status
