@@ -4,8 +4,8 @@
 #
 #   bench/rewrite.sh [BYTES]      default $SFSURGERY_BENCH_BYTES, else 1 GiB
 #
-# Builds a synthetic checkpoint (BF16 4096-column matrices of 32 MiB, 512 MiB
-# shards, index, config.json) with bench/rewrite under $BENCH_DIR (default:
+# Builds a synthetic checkpoint (TinyLlama-shaped layers, 512 MiB
+# shards, index, config.json; package synth) with bench/rewrite under $BENCH_DIR (default:
 # a temp dir, removed afterwards), warms the page cache with one read of it,
 # then times each of these twice and reports the second run:
 #   cp          cp -r of the directory (page cache only, nothing synced)

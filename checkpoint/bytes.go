@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 )
@@ -25,11 +24,7 @@ func WriteBytes(ctx context.Context, path string, data []byte, opt *WriteOptions
 	if err := ctx.Err(); err != nil {
 		return &Error{File: path, Off: -1, Err: err, Detail: "before writing"}
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, tmp, err := createTemp(dir, "."+base+".tmp-", 0o666)
+	f, tmp, err := createTemp(dirOf(path), "."+filepath.Base(path)+".tmp-", 0o666)
 	if err != nil {
 		return osError(path, err)
 	}
@@ -40,22 +35,9 @@ func WriteBytes(ctx context.Context, path string, data []byte, opt *WriteOptions
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		if opt.Force {
-			err = os.Rename(tmp, path)
-		} else {
-			err = renameNoReplace(tmp, path)
-		}
-	}
 	if err != nil {
 		os.Remove(tmp)
-		if errors.Is(err, os.ErrExist) {
-			return &Error{File: path, Off: -1, Err: ErrExist}
-		}
 		return osError(path, err)
 	}
-	if err := syncDir(dir); err != nil {
-		return osError(dir, err)
-	}
-	return nil
+	return installFile(tmp, path, opt.Force)
 }

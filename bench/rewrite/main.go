@@ -14,17 +14,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/synth"
 )
 
 func main() {
@@ -52,55 +50,28 @@ func main() {
 	}
 }
 
-// noise writes n pseudo-random bytes from seed.
-type noise struct {
-	n    int64
-	seed uint64
-}
-
-// WriteTo writes the bytes to w in 1 MiB pieces.
-func (s noise) WriteTo(w io.Writer) (int64, error) {
-	r := rand.New(rand.NewPCG(s.seed, 1))
-	buf := make([]byte, min(s.n, 1<<20))
-	var done int64
-	for done < s.n {
-		b := buf[:min(s.n-done, int64(len(buf)))]
-		for i := 0; i+8 <= len(b); i += 8 {
-			binary.LittleEndian.PutUint64(b[i:], r.Uint64())
-		}
-		m, err := w.Write(b)
-		done += int64(m)
-		if err != nil {
-			return done, err
-		}
-	}
-	return done, nil
-}
-
-// buildSynthetic writes BF16 matrices of 4096 columns, 32 MiB each, in
-// 512 MiB shards with an index and a config.json, as dir.
+// buildSynthetic writes a synthetic TinyLlama-shaped checkpoint of at
+// least size tensor bytes (whole decoder layers of about 88 MB, no
+// embeddings) in 512 MiB shards, as dir.
 func buildSynthetic(dir string, size int64) error {
-	const cols, rowBytes, perTensor = 4096, 4096 * 2, 32 << 20
-	var specs []checkpoint.TensorSpec
-	for i := 0; size > 0; i++ {
-		n := min(size, perTensor) / rowBytes * rowBytes
-		if n == 0 {
-			break
+	arch, err := synth.ParseArch("tinyllama")
+	if err != nil {
+		return err
+	}
+	specs, err := synth.Tensors(arch, synth.Options{Layers: 1, NoEmbeddings: true})
+	if err != nil {
+		return err
+	}
+	var perLayer int64
+	for _, s := range specs {
+		n, err := checkpoint.TensorSize(s.DType, s.Shape)
+		if err != nil {
+			return err
 		}
-		specs = append(specs, checkpoint.TensorSpec{
-			Name:  "model.layers." + strconv.Itoa(i) + ".mlp.weight",
-			DType: checkpoint.BF16,
-			Shape: []int64{n / rowBytes, cols},
-			Src:   noise{n: n, seed: uint64(i)},
-		})
-		size -= n
+		perLayer += n
 	}
-	out := &checkpoint.Output{
-		Shards: checkpoint.Reshard(specs, 512<<20),
-		Index:  true,
-		Files:  []checkpoint.ExtraFile{{Name: "config.json", Data: []byte(`{"model_type":"llama"}` + "\n")}},
-	}
-	return checkpoint.WriteDir(context.Background(), dir, out, nil)
+	layers := int(max(1, (size+perLayer-1)/perLayer))
+	return synth.Write(context.Background(), dir, arch, synth.Options{Layers: layers, NoEmbeddings: true, MaxShardBytes: 512 << 20})
 }
 
 // hidden hides a source's type from the writer.
