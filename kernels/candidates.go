@@ -34,16 +34,12 @@ func (d *Device) DenseCandidates(dt DType, m, n, k int) (int, error) {
 // asynchronous.
 func (d *Device) DenseMatmulCandidate(y, x, w *Buffer, dt DType, m, n, k, i int) error {
 	const op = "DenseMatmulCandidate"
-	if err := checkDims(op, dt, m, n, k); err != nil {
-		return err
-	}
-	need, err := sizes([3]int{m, n, 4}, [3]int{m, k, 2}, [3]int{n, k, 2})
+	operands, err := d.denseArgs(op, y, x, w, dt, m, n, k)
 	if err != nil {
 		return err
 	}
 	return d.do(func() error {
-		if err := d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]},
-			operand{w, "w", need[2]}); err != nil {
+		if err := operands(); err != nil {
 			return err
 		}
 		if d.lt == nil {

@@ -77,17 +77,28 @@ func (d *Device) denseOwn(y, x, w *Buffer, dt DType, m, n, k int) error {
 	return d.dense("DenseMatmul", y, x, w, dt, m, n, k, true)
 }
 
-func (d *Device) dense(op string, y, x, w *Buffer, dt DType, m, n, k int, own bool) error {
+// denseArgs checks the dimensions of a dense product y[m][n] = x·wᵀ and
+// returns a check of its operands, to run inside d.do.
+func (d *Device) denseArgs(op string, y, x, w *Buffer, dt DType, m, n, k int) (func() error, error) {
 	if err := checkDims(op, dt, m, n, k); err != nil {
-		return err
+		return nil, err
 	}
 	need, err := sizes([3]int{m, n, 4}, [3]int{m, k, 2}, [3]int{n, k, 2})
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		return d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]}, operand{w, "w", need[2]})
+	}, nil
+}
+
+func (d *Device) dense(op string, y, x, w *Buffer, dt DType, m, n, k int, own bool) error {
+	operands, err := d.denseArgs(op, y, x, w, dt, m, n, k)
 	if err != nil {
 		return err
 	}
 	return d.do(func() error {
-		if err := d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]},
-			operand{w, "w", need[2]}); err != nil {
+		if err := operands(); err != nil {
 			return err
 		}
 		if d.lt != nil && !own {
