@@ -66,7 +66,7 @@ const blockBytes = 128
 // sums accumulates the magnitude sums of a prune: the float32 partial
 // sums of the blocks, added up in float64, and apart from them (in wide)
 // the exact float64 sums of the groups that the float32 sums cannot take.
-// For F16 the block sums are in units of 2^-112 (see f16Pair).
+// For F16 the block sums are in units of 2^-112 (see f16Bits).
 type sums struct {
 	kept, total float64
 	wide        Stats
@@ -88,36 +88,25 @@ func (s *sums) stats(dt DType) Stats {
 	return st
 }
 
-// The F32 bits of a 16-bit magnitude, for the block sums. A BF16
-// magnitude shifted left by 16 is its value as F32 bits, exactly. An F16
-// magnitude shifted left by 13 is, as F32 bits, its value times 2^-112
-// (F16 subnormals become F32 subnormals), exactly; so the F16 block sums
-// are in units of 2^-112. For the two lanes of a uint32 l, the bits are
-// l<<16 and l&^0xFFFF (BF16), l<<13&f16Bits and l>>3&f16Bits (F16).
+// f16Bits masks an F16 magnitude shifted left by 13, which as F32 bits
+// is its value times 2^-112 exactly (F16 subnormals become F32
+// subnormals); so the F16 block sums are in units of 2^-112. A BF16
+// magnitude shifted left by 16 is its value as F32 bits. Of the two lanes
+// of a uint32 l, the kernels take the F32 bits l<<16 and l&^0xFFFF
+// (BF16), or l<<13&f16Bits and l>>3&f16Bits (F16).
 const f16Bits = 0x7FFF << 13
 
-// The slow path of the 16-bit kernels. (m + special16(dt)) & sign16 sets
-// the sign bit of every lane that the float32 block sums cannot take:
-// BF16 magnitudes from 2^123 on (16 pairs of them could overflow a
-// float32), F16 infinities, and NaN. No lane carries into the next.
-const (
-	bigAddBF16 = 0x0300_0300_0300_0300 // 0x8000 - 0x7D00 (2^123) per lane
-	infAddF16  = 0x0400_0400_0400_0400 // 0x8000 - 0x7C00 (Inf) per lane
-)
+// slowAdd16 is the slow-path addend of the 16-bit kernels: (m +
+// slowAdd16) & sign16 sets the sign bit of every lane of magnitude 0x7C00
+// or more, which the float32 block sums cannot take: F16 infinities, BF16
+// magnitudes from 2^121 on (16 pairs of them could overflow a float32
+// sum), and NaN. No lane carries into the next.
+const slowAdd16 = 0x0400_0400_0400_0400 // 0x8000 - 0x7C00 per lane
 
-// special16 returns the slow-path addend of dt.
-func special16(dt DType) uint64 {
-	if dt == F16 {
-		return infAddF16
-	}
-	return bigAddBF16
-}
-
-// slow16 takes a group of 16-bit magnitudes m (kept ones mk) that the
-// float32 block sums cannot take. It returns the byte offset in the group
-// of its first NaN, or -1 after adding the group to wide: exactly for
-// BF16, and for F16 as an infinity in both sums (its slow groups are those
-// with an infinity, which is always kept).
+// slow16 takes a group of 16-bit magnitudes m of dt (mk of those kept)
+// that the float32 block sums cannot take. It returns the byte offset in
+// the group of its first NaN, or -1 after adding the group's float64
+// sums to wide.
 func slow16(wide *Stats, m, mk uint64, dt DType) int {
 	nanAdd := uint64(nanAddBF16)
 	if dt == F16 {
@@ -180,74 +169,95 @@ func prune16(s *sums, dst, src []byte, dt DType, rule Rule) int {
 	if rule == Rule12 {
 		return prune16Rule12(s, dst, src, dt)
 	}
-	special, f16 := special16(dt), dt == F16
+	f16 := dt == F16
 	return forBlocks(dst, src, func(d, b *[blockBytes]byte) int {
-		kept, total, nan := pruneBlock16(d, b, special, f16, &s.wide)
-		s.add(kept, total)
-		return nan
+		for from := uint(0); ; {
+			kept, total, stop, m, mk := pruneBlock16(d, b, from, f16)
+			s.add(kept, total)
+			if stop >= blockBytes/8 {
+				return -1
+			}
+			if nan := slow16(&s.wide, m, mk, dt); nan >= 0 {
+				return 8*int(stop) + nan
+			}
+			from = stop + 1
+		}
 	})
 }
 
-// pruneBlock16 prunes by Rule24 the block s of F16 (f16) or BF16
-// elements into d (which may be s). special is special16 of the dtype. It
-// returns the block's float32 sums of the magnitudes kept and of all
-// (those of slow groups go to wide instead), and the byte offset of the
-// first NaN, or -1 (then the sums are unspecified).
+// pruneBlock16 prunes by Rule24 the groups from from on of the block s of
+// F16 (f16) or BF16 elements into d (which may be s). It returns the
+// float32 sums of the magnitudes kept and of all, up to the group stop
+// that needs the slow path (pruned, but not in the sums), or the end of
+// the block (stop 16); and the magnitudes m of group stop, and mk of
+// those it kept.
 //
 // This and the other kernels are written out for the compiler: the block
 // is an array so that no index needs a bounds check, the loop body calls
-// only helpers that inline, and the float32 conversions are spelled out.
-func pruneBlock16(d, s *[blockBytes]byte, special uint64, f16 bool, wide *Stats) (kept, total float64, nan int) {
+// only helpers that inline (the slow path is the caller's, so that
+// nothing is spilled around a call), the float32 conversions are spelled
+// out, and F16 and BF16 have a loop each rather than a branch in one.
+func pruneBlock16(d, s *[blockBytes]byte, from uint, f16 bool) (kept, total float64, stop uint, m, mk uint64) {
 	_, _ = d[0], s[0] // the nil checks, out of the loop
 	var k0, k1, t0, t1 float32
-	for i := range blockBytes / 8 {
-		v := binary.LittleEndian.Uint64(s[8*i:])
-		m := v & mag16
-		// Keep the kept lanes that are nonzero: -0.0 becomes +0.0.
-		out := v & lanes16(kept24(m)&(m+mag16))
-		binary.LittleEndian.PutUint64(d[8*i:], out)
-		mk := out & mag16
-		if (m+special)&sign16 != 0 {
-			if nan := slow16(wide, m, mk, dtype16(f16)); nan >= 0 {
-				return 0, 0, 8*i + nan
+	i := from
+	if f16 {
+		for ; i < blockBytes/8; i++ {
+			v := binary.LittleEndian.Uint64(s[8*i:])
+			var nz uint64
+			m, nz = keptNonzero16(v)
+			out := v & lanes16(nz)
+			binary.LittleEndian.PutUint64(d[8*i:], out)
+			if mk = out & mag16; (m+slowAdd16)&sign16 != 0 {
+				break
 			}
-			continue
-		}
-		ml, mh, kl, kh := uint32(m), uint32(m>>32), uint32(mk), uint32(mk>>32)
-		if f16 {
+			ml, mh, kl, kh := uint32(m), uint32(m>>32), uint32(mk), uint32(mk>>32)
 			t0 += math.Float32frombits(ml<<13&f16Bits) + math.Float32frombits(ml>>3&f16Bits)
 			t1 += math.Float32frombits(mh<<13&f16Bits) + math.Float32frombits(mh>>3&f16Bits)
 			k0 += math.Float32frombits(kl<<13&f16Bits) + math.Float32frombits(kl>>3&f16Bits)
 			k1 += math.Float32frombits(kh<<13&f16Bits) + math.Float32frombits(kh>>3&f16Bits)
-		} else {
+		}
+	} else {
+		for ; i < blockBytes/8; i++ {
+			v := binary.LittleEndian.Uint64(s[8*i:])
+			var nz uint64
+			m, nz = keptNonzero16(v)
+			out := v & lanes16(nz)
+			binary.LittleEndian.PutUint64(d[8*i:], out)
+			if mk = out & mag16; (m+slowAdd16)&sign16 != 0 {
+				break
+			}
+			ml, mh, kl, kh := uint32(m), uint32(m>>32), uint32(mk), uint32(mk>>32)
 			t0 += math.Float32frombits(ml<<16) + math.Float32frombits(ml&^0xFFFF)
 			t1 += math.Float32frombits(mh<<16) + math.Float32frombits(mh&^0xFFFF)
 			k0 += math.Float32frombits(kl<<16) + math.Float32frombits(kl&^0xFFFF)
 			k1 += math.Float32frombits(kh<<16) + math.Float32frombits(kh&^0xFFFF)
 		}
 	}
-	return float64(k0) + float64(k1), float64(t0) + float64(t1), -1
+	return float64(k0) + float64(k1), float64(t0) + float64(t1), i, m, mk
 }
 
-// dtype16 returns F16 or BF16.
-func dtype16(f16 bool) DType {
-	if f16 {
-		return F16
-	}
-	return BF16
+// keptNonzero16 returns the magnitudes m of the group v of 16-bit
+// elements, and the sign bits of the lanes that Rule24 keeps and that are
+// nonzero (a kept -0.0 is dropped, becoming +0.0).
+func keptNonzero16(v uint64) (m, nz uint64) {
+	m = v & mag16
+	return m, kept24(m) & (m + mag16)
 }
 
 // prune16Rule12 is prune16 for Rule12, a rare choice for 16-bit data,
-// kept simple: a group at a time, with float64 sums.
+// kept simple: every group through slow16, for float64 sums.
 func prune16Rule12(s *sums, dst, src []byte, dt DType) int {
-	for off := 0; off+8 <= len(src) && off+8 <= len(dst); off += 8 {
-		v := binary.LittleEndian.Uint64(src[off:])
-		m := v & mag16
-		out := v & lanes16(kept12(m)&(m+mag16))
-		binary.LittleEndian.PutUint64(dst[off:], out)
-		if nan := slow16(&s.wide, m, out&mag16, dt); nan >= 0 {
-			return off + nan
+	return forBlocks(dst, src, func(d, b *[blockBytes]byte) int {
+		for i := range blockBytes / 8 {
+			v := binary.LittleEndian.Uint64(b[8*i:])
+			m := v & mag16
+			out := v & lanes16(kept12(m)&(m+mag16))
+			binary.LittleEndian.PutUint64(d[8*i:], out)
+			if nan := slow16(&s.wide, m, out&mag16, dt); nan >= 0 {
+				return 8*i + nan
+			}
 		}
-	}
-	return -1
+		return -1
+	})
 }

@@ -9,7 +9,7 @@ package prune24
 // partial sums of 128 bytes of input), and those partial sums are added
 // in float64. For n elements the relative error of either sum is
 // therefore below 2^-20·(1+2^-19) + n·2^-53 (at most 1e-6 for n up to
-// 2^27); magnitudes from 2^123 on, which could overflow a float32 sum,
+// 2^27). Magnitudes from 2^121 on, which could overflow a float32 sum,
 // are added in float64 only.
 type Stats struct {
 	Kept, Total float64
