@@ -79,6 +79,48 @@ func BenchmarkPackAmpere(b *testing.B) {
 	}
 }
 
+// BenchmarkPruneAmpere prunes and packs in one pass; its bytes are those
+// of the dense input, as for Prune.
+func BenchmarkPruneAmpere(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			src := weights(dt, benchRows, benchCols, 2)
+			pb, mb := AmpereSizes(dt, benchRows, benchCols)
+			packed, meta := make([]byte, pb), make([]byte, mb)
+			b.SetBytes(int64(len(src)))
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := PruneAmpere(packed, meta, src, dt, benchRows, benchCols, 0, ampereRule(dt)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPruneThenPackAmpere is the two passes that PruneAmpere
+// replaces, on the same input, for comparison.
+func BenchmarkPruneThenPackAmpere(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			src := weights(dt, benchRows, benchCols, 2)
+			pruned := make([]byte, len(src))
+			pb, mb := AmpereSizes(dt, benchRows, benchCols)
+			packed, meta := make([]byte, pb), make([]byte, mb)
+			b.SetBytes(int64(len(src)))
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := Prune(pruned, src, dt, benchCols, 0, ampereRule(dt)); err != nil {
+					b.Fatal(err)
+				}
+				if err := PackAmpere(packed, meta, pruned, dt, benchRows, benchCols); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkUnpackAmpere(b *testing.B) {
 	for _, dt := range allDTypes {
 		b.Run(dt.String(), func(b *testing.B) {
@@ -109,6 +151,48 @@ func BenchmarkPackBitmask(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				if err := PackBitmask(comp, mask, d, dt, benchRows, benchCols); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPruneBitmask prunes and packs in one pass; its bytes are those
+// of the dense input, as for Prune.
+func BenchmarkPruneBitmask(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			src := weights(dt, benchRows, benchCols, 3)
+			cb, bb := BitmaskSizes(dt, benchRows, benchCols)
+			comp, mask := make([]byte, cb), make([]byte, bb)
+			b.SetBytes(int64(len(src)))
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := PruneBitmask(comp, mask, src, dt, benchRows, benchCols, 0, Rule24); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPruneThenPackBitmask is the two passes that PruneBitmask
+// replaces, on the same input, for comparison.
+func BenchmarkPruneThenPackBitmask(b *testing.B) {
+	for _, dt := range allDTypes {
+		b.Run(dt.String(), func(b *testing.B) {
+			src := weights(dt, benchRows, benchCols, 3)
+			pruned := make([]byte, len(src))
+			cb, bb := BitmaskSizes(dt, benchRows, benchCols)
+			comp, mask := make([]byte, cb), make([]byte, bb)
+			b.SetBytes(int64(len(src)))
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := Prune(pruned, src, dt, benchCols, 0, Rule24); err != nil {
+					b.Fatal(err)
+				}
+				if err := PackBitmask(comp, mask, pruned, dt, benchRows, benchCols); err != nil {
 					b.Fatal(err)
 				}
 			}

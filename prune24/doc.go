@@ -22,6 +22,9 @@
 //   - [PackBitmask] and [UnpackBitmask]: the sparse-24-bitmask format of
 //     compressed-tensors (kept values plus an LSB-first bitmask).
 //
+// [PruneAmpere] and [PruneBitmask] prune and pack in one pass over the
+// unpruned matrix, with the same result as Prune followed by the packing.
+//
 // [Check] and [CheckRule] verify that data is 2:4 sparse and that it is
 // exactly what [Prune] produces from an original.
 //

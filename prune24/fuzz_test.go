@@ -216,3 +216,95 @@ func FuzzUnpackBitmask(f *testing.F) {
 		}
 	})
 }
+
+// fuzzAmpereShape returns the dtype, rule and Ampere shape that sel picks.
+func fuzzAmpereShape(sel byte) (dt DType, rule Rule, rows, cols int) {
+	dt, rule = allDTypes[sel%3], Rule(sel/3%2)
+	q := 64
+	if dt == F32 {
+		q = 32
+	}
+	return dt, rule, 32 * (1 + int(sel/6)%2), q * (1 + int(sel/12)%2)
+}
+
+func FuzzPruneAmpere(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for sel := range 24 {
+		dt, _, rows, cols := fuzzAmpereShape(byte(sel))
+		f.Add(randMatrix(rng, dt, rows, cols)[:256], byte(sel))
+	}
+	f.Add([]byte{0x01, 0x7C, 0, 0, 0, 0, 0, 0}, byte(0))                         // F16 NaN
+	f.Add([]byte{0x7F, 0x7F, 0x7F, 0x7F, 0x80, 0x7F, 0, 0x80}, byte(1))          // BF16 large, Inf, -0
+	f.Add([]byte{0xFF, 0xFF, 0x7F, 0x7F, 0, 0, 0x80, 0x7F, 1, 0, 0, 0}, byte(2)) // F32 large, Inf, subnormal
+	f.Add([]byte{1, 2, 3}, byte(24))                                             // wrong length
+	f.Fuzz(func(t *testing.T, data []byte, sel byte) {
+		dt, rule, rows, cols := fuzzAmpereShape(sel)
+		src := data
+		if sel/24%2 == 0 { // else the bytes as they are, mostly the wrong length
+			src = fit(data[:min(len(data), 512)], rows*cols*dt.Size())
+		}
+		pb, mb := AmpereSizes(dt, rows, cols)
+		packed, meta := garbage(pb), garbage(mb)
+		st, err := PruneAmpere(packed, meta, src, dt, rows, cols, 3, rule)
+		if len(src) != rows*cols*dt.Size() {
+			if !errors.Is(err, ErrShape) {
+				t.Fatalf("%d bytes: error %v, want ErrShape", len(src), err)
+			}
+			return
+		}
+		wantP, wantM, wantSt, wantErr := twoStepAmpere(src, dt, rows, cols, 3, rule)
+		if !reflect.DeepEqual(err, wantErr) {
+			t.Fatalf("PruneAmpere error %v, Prune+PackAmpere %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(packed, wantP) || !bytes.Equal(meta, wantM) {
+			t.Fatalf("PruneAmpere differs from Prune+PackAmpere")
+		}
+		if !close(st.Kept, wantSt.Kept) || !close(st.Total, wantSt.Total) {
+			t.Fatalf("stats %+v, Prune %+v", st, wantSt)
+		}
+	})
+}
+
+func FuzzPruneBitmask(f *testing.F) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	for sel := range 12 {
+		dt := allDTypes[sel%3]
+		f.Add(randMatrix(rng, dt, 2, 36), byte(sel))
+	}
+	f.Add([]byte{0x01, 0x7C, 0, 0, 0, 0, 0, 0}, byte(0))
+	f.Add([]byte{1, 2, 3}, byte(96))
+	f.Fuzz(func(t *testing.T, data []byte, sel byte) {
+		dt, rows, cols := allDTypes[sel%3], 1+int(sel/3)%4, 4*(1+int(sel/12)%40)
+		src := data
+		if sel >= 160 {
+			src = fit(data[:min(len(data), 512)], rows*cols*dt.Size())
+		} else if sel%2 == 0 {
+			src = fit(data, rows*cols*dt.Size())
+		}
+		cb, bb := BitmaskSizes(dt, rows, cols)
+		comp, mask := garbage(cb), garbage(bb)
+		st, err := PruneBitmask(comp, mask, src, dt, rows, cols, 3, Rule24)
+		if len(src) != rows*cols*dt.Size() {
+			if !errors.Is(err, ErrShape) {
+				t.Fatalf("%d bytes: error %v, want ErrShape", len(src), err)
+			}
+			return
+		}
+		wantC, wantB, wantSt, wantErr := twoStepBitmask(src, dt, rows, cols, 3)
+		if !reflect.DeepEqual(err, wantErr) {
+			t.Fatalf("PruneBitmask error %v, Prune+PackBitmask %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(comp, wantC) || !bytes.Equal(mask, wantB) {
+			t.Fatalf("PruneBitmask differs from Prune+PackBitmask")
+		}
+		if !close(st.Kept, wantSt.Kept) || !close(st.Total, wantSt.Total) {
+			t.Fatalf("stats %+v, Prune %+v", st, wantSt)
+		}
+	})
+}
