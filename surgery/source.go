@@ -15,8 +15,8 @@ import (
 const chunkBytes = 4 << 20
 
 // target is one weight being pruned: where its bytes are and how to cut
-// them. Its sources each make a pass over the mapped input; the primary
-// source records the magnitude statistics.
+// them. Its source (one tensor, or a group of values and index) makes one
+// pass over the input and records the magnitude statistics.
 type target struct {
 	plan *TensorPlan
 	file *checkpoint.File
@@ -31,10 +31,12 @@ type target struct {
 	format Format
 }
 
-// forEachChunk reads and prunes the weight chunk by chunk and hands each
-// pruned chunk (whole rows, starting at row r0) to fn. Memory stays at a
-// chunk per worker whatever the model's size.
-func (t *target) forEachChunk(primary bool, fn func(r0, n int, pruned []byte) error) error {
+// forEachChunk reads the weight chunk by chunk (whole rows, starting at
+// row r0) and hands each raw chunk to fn, which prunes it into its output
+// and returns the chunk's magnitude sums; their total becomes the
+// target's statistics. Memory stays at a chunk per worker whatever the
+// model's size.
+func (t *target) forEachChunk(fn func(r0, n int, raw []byte) (prune24.Stats, error)) error {
 	rowBytes := t.cols * t.dt.Size()
 	step := max(chunkBytes/max(rowBytes, 1)/t.align*t.align, t.align)
 	buf := make([]byte, min(step, t.rows)*rowBytes)
@@ -42,25 +44,20 @@ func (t *target) forEachChunk(primary bool, fn func(r0, n int, pruned []byte) er
 	var total prune24.Stats
 	for r0 := 0; r0 < t.rows; r0 += step {
 		n := min(step, t.rows-r0)
-		out := buf[:n*rowBytes]
+		raw := buf[:n*rowBytes]
 		// pread rather than the mapping: one system call a chunk instead
 		// of a page fault every few pages, and the pages never count
 		// in this process's RSS.
-		if _, err := t.file.ReadAt(out, base+int64(r0*rowBytes)); err != nil {
+		if _, err := t.file.ReadAt(raw, base+int64(r0*rowBytes)); err != nil {
 			return fmt.Errorf("%s: tensor %q: reading rows %d+: %w", t.file.Path(), t.info.Name, r0, err)
 		}
-		st, err := prune24.Prune(out, out, t.dt, t.cols, r0, t.rule)
+		st, err := fn(r0, n, raw)
 		if err != nil {
 			return fmt.Errorf("%s: tensor %q: %w", t.file.Path(), t.info.Name, err)
 		}
 		total.Add(st)
-		if err := fn(r0, n, out); err != nil {
-			return err
-		}
 	}
-	if primary {
-		t.plan.Stats = total
-	}
+	t.plan.Stats = total
 	return nil
 }
 
@@ -69,18 +66,23 @@ type denseSource struct{ t *target }
 
 func (s denseSource) WriteTo(w io.Writer) (int64, error) {
 	var written int64
-	err := s.t.forEachChunk(true, func(_, _ int, pruned []byte) error {
-		n, err := w.Write(pruned)
+	err := s.t.forEachChunk(func(r0, _ int, raw []byte) (prune24.Stats, error) {
+		st, err := prune24.Prune(raw, raw, s.t.dt, s.t.cols, r0, s.t.rule)
+		if err != nil {
+			return st, err
+		}
+		n, err := w.Write(raw)
 		written += int64(n)
-		return err
+		return st, err
 	})
 	return written, err
 }
 
-// WriteGroup writes a compressed target in one pass over its weight:
-// ws[0] takes the values (P.packed or P.compressed), ws[1] the index
-// (P.meta or P.bitmask). A bitmask chunk is row-contiguous and goes
-// straight out; the ampere metadata layout interleaves 32-row blocks
+// WriteGroup writes a compressed target in one pass over its weight,
+// pruning and packing each chunk in one go (prune24.PruneAmpere,
+// PruneBitmask): ws[0] takes the values (P.packed or P.compressed), ws[1]
+// the index (P.meta or P.bitmask). A bitmask chunk is row-contiguous and
+// goes straight out; the ampere metadata layout interleaves 32-row blocks
 // across column pairs, so the whole tensor's metadata (1/16 of the
 // weight's bytes) is assembled in memory and written at the end.
 func (t *target) WriteGroup(ws []io.Writer) error {
@@ -93,44 +95,36 @@ func (t *target) WriteGroup(ws []io.Writer) error {
 		meta = make([]byte, mb)
 	}
 	var vals, idx []byte
-	err := t.forEachChunk(true, func(r0, n int, pruned []byte) error {
-		if err := t.encode(n, pruned, &vals, &idx); err != nil {
-			return err
+	err := t.forEachChunk(func(r0, n int, raw []byte) (prune24.Stats, error) {
+		var st prune24.Stats
+		var err error
+		if meta != nil {
+			vb, ib := prune24.AmpereSizes(t.dt, n, t.cols)
+			vals, idx = grow(vals, vb), grow(idx, ib)
+			st, err = prune24.PruneAmpere(vals, idx, raw, t.dt, n, t.cols, r0, t.rule)
+		} else {
+			vb, ib := prune24.BitmaskSizes(t.dt, n, t.cols)
+			vals, idx = grow(vals, vb), grow(idx, ib)
+			st, err = prune24.PruneBitmask(vals, idx, raw, t.dt, n, t.cols, r0, t.rule)
+		}
+		if err != nil {
+			return st, err
 		}
 		if _, err := ws[0].Write(vals); err != nil {
-			return err
+			return st, err
 		}
 		if meta != nil {
 			t.placeMeta(meta, idx, r0, n)
-			return nil
+			return st, nil
 		}
-		_, err := ws[1].Write(idx)
-		return err
+		_, err = ws[1].Write(idx)
+		return st, err
 	})
 	if err != nil || meta == nil {
 		return err
 	}
 	_, err = ws[1].Write(meta)
 	return err
-}
-
-// encode compresses one chunk of pruned rows into its values and index.
-func (t *target) encode(n int, pruned []byte, vals, idx *[]byte) error {
-	var vb, ib int
-	var err error
-	if t.format == FormatAmpere {
-		vb, ib = prune24.AmpereSizes(t.dt, n, t.cols)
-		*vals, *idx = grow(*vals, vb), grow(*idx, ib)
-		err = prune24.PackAmpere(*vals, *idx, pruned, t.dt, n, t.cols)
-	} else {
-		vb, ib = prune24.BitmaskSizes(t.dt, n, t.cols)
-		*vals, *idx = grow(*vals, vb), grow(*idx, ib)
-		err = prune24.PackBitmask(*vals, *idx, pruned, t.dt, n, t.cols)
-	}
-	if err != nil {
-		return fmt.Errorf("tensor %q: %w", t.info.Name, err)
-	}
-	return nil
 }
 
 // placeMeta copies the metadata of a chunk of whole row blocks (rows
