@@ -234,6 +234,7 @@ func TestFusedErrors(t *testing.T) {
 		{"ampere huge", 0, 0, 0, F32, 1 << 62, 1 << 62, Rule12, ErrShape},
 		{"bitmask ok", cb, bb, 2 * 12 * 2, BF16, 2, 12, Rule24, nil},
 		{"bitmask empty", 0, 0, 0, F16, 0, 8, Rule24, nil},
+		{"bitmask no columns", 0, 0, 0, F32, 3, 0, Rule24, nil},
 		{"bitmask Rule12", cb, bb, 2 * 12 * 2, BF16, 2, 12, Rule12, ErrInvalidRule},
 		{"bitmask bad rule", cb, bb, 2 * 12 * 2, BF16, 2, 12, Rule(-1), ErrInvalidRule},
 		{"bitmask bad dtype", cb, bb, 2 * 12 * 2, DType(0), 2, 12, Rule24, ErrDType},
