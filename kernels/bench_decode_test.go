@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -73,16 +72,32 @@ func rotation(b *testing.B, d *Device, buf *Buffer) []*Buffer {
 	return out
 }
 
-// BenchmarkGPUDecode times the decode kernel (its default plan, 4-chunk
-// stages, twice the slices, 2-, 4- and 8-warp CTAs), the general sparse kernel and
-// DenseMatmul on the Llama-3 projections at decode token counts, in BF16
-// (and F16 for 8B gate_up), rotating weight copies so that L2 holds none of
-// them. It measures the device-to-device copy bandwidth first and reports,
-// per sparse variant, the bytes it must move (packed + meta + x + y) over
-// its time as a percentage of that bandwidth. A summary table ends the log.
-func BenchmarkGPUDecode(b *testing.B) {
-	d := openGPU(b)
-	rng := rand.New(rand.NewPCG(11, 11))
+// decodeBenchShapes returns the shapes BenchmarkGPUDecode measures: the
+// Llama-3 projections in BF16, and 8B gate_up in F16 too.
+func decodeBenchShapes() []struct {
+	dt DType
+	modelShape
+} {
+	var out []struct {
+		dt DType
+		modelShape
+	}
+	for _, s := range llama3Shapes() {
+		out = append(out, struct {
+			dt DType
+			modelShape
+		}{BF16, s})
+	}
+	return append(out, struct {
+		dt DType
+		modelShape
+	}{F16, modelShape{"llama3-8b", "gate_up", 14336, 4096}})
+}
+
+// benchBusy allocates the two buffers whose copy benchDecode queues
+// before each batch.
+func benchBusy(b *testing.B, d *Device) [2]*Buffer {
+	b.Helper()
 	var busy [2]*Buffer
 	for i := range busy {
 		busy[i] = alloc(b, d, benchBusyBytes)
@@ -90,72 +105,52 @@ func BenchmarkGPUDecode(b *testing.B) {
 	if err := busy[0].memset(0x3c); err != nil {
 		b.Fatal(err)
 	}
+	return busy
+}
+
+// BenchmarkGPUDecode times SparseMatmul's choice (auto), the decode kernel
+// (its default plan, the best plan with 2-chunk stages and the best with
+// 8-warp CTAs), the general sparse kernel and DenseMatmul on the Llama-3
+// projections at decode token counts, in BF16 (and F16 for 8B gate_up),
+// rotating weight copies so that L2 holds none of them. It measures the device-to-device copy bandwidth first and reports,
+// per sparse variant, the bytes it must move (packed + meta + x + y) over
+// its time as a percentage of that bandwidth (dense: the dense weight's
+// bytes). kernels/scripts/decode_table.awk tabulates the log.
+func BenchmarkGPUDecode(b *testing.B) {
+	d := openGPU(b)
+	rng := rand.New(rand.NewPCG(11, 11))
+	busy := benchBusy(b, d)
 	var copyBW float64 // bytes read + written per second
 	b.Run("copy", func(b *testing.B) {
 		per := benchDecode(b, d, busy, func(int) error { return busy[0].CopyFrom(busy[1]) })
 		copyBW = 2 * benchBusyBytes / per.Seconds()
 		b.ReportMetric(copyBW/1e9, "GB/s")
 	})
-	type key struct {
-		shape   string
-		m       int
-		variant string
-	}
-	res := map[key]time.Duration{}
-	var rows []string
-	shapes := []struct {
-		dt DType
-		modelShape
-	}{}
-	for _, s := range llama3Shapes() {
-		shapes = append(shapes, struct {
-			dt DType
-			modelShape
-		}{BF16, s})
-	}
-	shapes = append(shapes, struct {
-		dt DType
-		modelShape
-	}{F16, modelShape{"llama3-8b", "gate_up", 14336, 4096}})
-	ms := []int{1, 2, 4, 8, 16, 32, 64}
-	for _, s := range shapes {
+	for _, s := range decodeBenchShapes() {
 		name := fmt.Sprintf("%v/%s/%s_%dx%d", s.dt, s.model, s.proj, s.n, s.k)
 		w := newWeight(b, d, rng, s.dt, s.n, s.k)
 		packs, metas, denses := rotation(b, d, w.dPack), rotation(b, d, w.dMeta), rotation(b, d, w.dDense)
 		x := upload16(b, d, randDense(rng, s.dt, gemvMaxTokens*s.k))
 		y := alloc(b, d, 4*gemvMaxTokens*s.n)
-		for _, m := range ms {
+		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
 			sparseBytes := float64(s.n*s.k + s.n*s.k/8 + 2*m*s.k + 4*m*s.n)
 			denseBytes := float64(2*s.n*s.k + 2*m*s.k + 4*m*s.n)
-			auto, err := planGemv(m, s.n, s.k, d.fn.gemvLim, gemvOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
 			variants := []struct {
 				name string
 				c    sparseChoice
 			}{
-				{"decode", sparseChoice{kernel: sparseGemv}},
-				{"decode-sc4", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 4}}},
-				{"decode-s*2", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{splits: 2 * auto.splits}}},
-				{"decode-w2", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{warps: 2}}},
-				{"decode-w4", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{warps: 4}}},
+				{"auto", sparseChoice{}},
+				{"decode", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{force: true}}},
+				{"decode-sc2", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2}}},
 				{"decode-w8", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{warps: 8}}},
 				{"general", sparseChoice{kernel: sparseGeneral}},
 			}
 			for _, v := range variants {
 				b.Run(fmt.Sprintf("%s/m=%d/%s", name, m, v.name), func(b *testing.B) {
-					if v.c.kernel == sparseGemv {
-						if _, err := planGemv(m, s.n, s.k, d.fn.gemvLim, v.c.gemv); err != nil {
-							b.Skip(err)
-						}
-					}
 					per := benchDecode(b, d, busy, func(i int) error {
 						return d.sparse(y, x, packs[i%len(packs)], metas[i%len(metas)], s.dt, m, s.n, s.k, v.c)
 					})
-					bw := sparseBytes / per.Seconds()
-					b.ReportMetric(100*bw/copyBW, "%copy")
-					res[key{name, m, v.name}] = per
+					b.ReportMetric(100*sparseBytes/per.Seconds()/copyBW, "%copy")
 				})
 			}
 			b.Run(fmt.Sprintf("%s/m=%d/dense", name, m), func(b *testing.B) {
@@ -163,29 +158,105 @@ func BenchmarkGPUDecode(b *testing.B) {
 					return d.DenseMatmul(y, x, denses[i%len(denses)], s.dt, m, s.n, s.k)
 				})
 				b.ReportMetric(100*denseBytes/per.Seconds()/copyBW, "%copy")
-				res[key{name, m, "dense"}] = per
 			})
-			us := func(v string) float64 { return float64(res[key{name, m, v}].Nanoseconds()) / 1e3 }
-			best := slices.MinFunc([]string{"decode", "decode-sc4", "decode-s*2", "decode-w2", "decode-w4", "decode-w8"}, func(a, c string) int {
-				ra, rc := res[key{name, m, a}], res[key{name, m, c}]
-				if ra == 0 { // skipped
-					ra = time.Hour
-				}
-				if rc == 0 {
-					rc = time.Hour
-				}
-				return cmp.Compare(ra, rc)
-			})
-			rows = append(rows, fmt.Sprintf("| %s | %d | %d×%d×%d | %.1f | %.0f%% | %s %.1f | %.1f | %.1f | %.2fx |",
-				name, m, auto.warps, auto.splits, auto.cps, us("decode"), 100*sparseBytes/(us("decode")*1e-6)/copyBW,
-				best, us(best), us("general"), us("dense"), us("dense")/us("decode")))
 		}
 		for _, bufs := range [][]*Buffer{packs[1:], metas[1:], denses[1:], {x, y}} {
 			freeAll(b, bufs...)
 		}
 		w.free(b)
 	}
-	b.Logf("copy bandwidth %.0f GB/s (read + write), %v\n"+
-		"| shape | m | warps×slices×chunks | decode µs | %% of copy BW | best variant µs | general µs | dense µs | dense/decode |\n"+
-		"|---|---|---|---|---|---|---|---|---|\n%s", copyBW/1e9, d.Info(), strings.Join(rows, "\n"))
+}
+
+// BenchmarkGPUDecodeSweep times the decode kernel over the plans of
+// gemvSweep (and its default plan) for the BF16 Llama-3 projections at
+// decode token counts, rotating weight copies, and logs one line per plan:
+// shape, m, chunks per stage, warps, slices, GPU µs per product (the best
+// of three batches, each after a large copy so that the host stays ahead).
+// Run it with -test.benchtime 1x; kernels/scripts/decode_sweep.awk
+// summarises the log.
+func BenchmarkGPUDecodeSweep(b *testing.B) {
+	const batches = 3
+	d := openGPU(b)
+	rng := rand.New(rand.NewPCG(12, 12))
+	busy := benchBusy(b, d)
+	var lines []string
+	for _, s := range llama3Shapes() {
+		name := fmt.Sprintf("%s/%s_%dx%d", s.model, s.proj, s.n, s.k)
+		w := newWeight(b, d, rng, BF16, s.n, s.k)
+		packs, metas := rotation(b, d, w.dPack), rotation(b, d, w.dMeta)
+		x := upload16(b, d, randDense(rng, BF16, gemvMaxTokens*s.k))
+		y := alloc(b, d, 4*gemvMaxTokens*s.n)
+		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
+			plans := append([]gemvOptions{{force: true}}, gemvSweep(m, s.n, s.k, d.fn.gemvLim)...)
+			for j, o := range plans {
+				c := sparseChoice{kernel: sparseGemv, gemv: o}
+				p, err := planGemv(m, s.n, s.k, d.fn.gemvLim, o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				i := 0
+				product := func() error {
+					i++
+					return d.sparse(y, x, packs[i%len(packs)], metas[i%len(metas)], BF16, m, s.n, s.k, c)
+				}
+				if err := product(); err != nil { // plans it and grows the workspace
+					b.Fatal(err)
+				}
+				if err := busy[1].CopyFrom(busy[0]); err != nil {
+					b.Fatal(err)
+				}
+				times, err := d.ElapsedEach(batches, func(int) error {
+					for range benchBatch {
+						if err := product(); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				best := slices.Min(times) / benchBatch
+				what := "sweep"
+				if j == 0 {
+					what = "default"
+				}
+				lines = append(lines, fmt.Sprintf("%s %s m=%d sc=%d w=%d s=%d cps=%d us=%.2f", what, name, m,
+					p.sc, p.warps, p.splits, p.cps, float64(best.Nanoseconds())/1e3))
+			}
+		}
+		for _, bufs := range [][]*Buffer{packs[1:], metas[1:], {x, y}} {
+			freeAll(b, bufs...)
+		}
+		w.free(b)
+	}
+	b.Logf("%d plans\n%s", len(lines), strings.Join(lines, "\n"))
+}
+
+// gemvSweep returns the decode-kernel plans BenchmarkGPUDecodeSweep times
+// for m tokens and an n × k weight: 2- and 4-chunk stages, 2 to 8 warps,
+// 1 to 64 slices in steps of a quarter to a half, each distinct plan once,
+// none whose partial sums (written and read) would move more bytes than
+// the weight.
+func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
+	type shape struct{ sc, warps, splits int }
+	seen := map[shape]bool{}
+	var out []gemvOptions
+	for _, sc := range []int{2, 4} {
+		for w := 2; w <= gemvMaxWarps; w++ {
+			for _, s := range []int{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64} {
+				o := gemvOptions{sc: sc, warps: w, splits: s}
+				p, err := planGemv(m, n, k, lim, o)
+				if err != nil || seen[shape{sc, w, p.splits}] {
+					continue
+				}
+				if p.splits > 1 && 8*p.splits*m*n > n*k*9/8 {
+					continue
+				}
+				seen[shape{sc, w, p.splits}] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out
 }

@@ -19,8 +19,17 @@
 // 64-byte pieces the fragments need straight into registers reached only
 // about 55% of the copy bandwidth), plus the meta of the stage. ST stages
 // ring in shared memory; no CTA-wide barrier after the staging of X. With
-// one slice the results are stored; with several, each CTA adds its partial
-// sums into Y with atomicAdd and the caller zeroes Y first.
+// one slice the results are stored.
+//
+// Several slices (split K), deterministically and in one launch: each warp
+// stores its partial sums to a workspace W[slice][token][row] (f32), then
+// draws a ticket from its row block's counter with one acq_rel atomic. The
+// warp that draws the last ticket adds the slices up in an order fixed by M
+// and the slice count (see reduce), whichever warp that is, so Y is
+// bit-identical from run to run; it stores Y with plain stores and puts the
+// counter back to 0 for the next launch. The counters (one u32 per row
+// block, zero between launches) lie just below W: row block rb's is
+// ((u32*)W)[-1-rb].
 //
 // Operand mapping. Per chunk (64 dense columns = 16 groups of 4 = 16 packed
 // u32 per row), lane (g = lane/4, tig = lane%4) reads one uint4 of packed
@@ -45,7 +54,10 @@
 //
 // Requirements (checked by the Go caller): N % 32 == 0, K % 64 == 0,
 // 1 ≤ M ≤ 8·NT, blockDim.x = 32·warps ≤ 256, dynamic shared memory as
-// documented at the entry points, every slice non-empty.
+// documented at the entry points and, with more than one slice, the
+// workspace and counters described above. Slice s holds chunks
+// [s·cps, min((s+1)·cps, K/64)) with cps = ceil(K/64 / gridDim.y); the Go
+// planner makes none empty (an empty one would add zeros).
 #pragma once
 
 #include "common.cuh"
@@ -266,10 +278,115 @@ __device__ __forceinline__ void stage_multiply(float (&acc)[NT][2][4], const cha
   }
 }
 
+// ld_cg4 sets v to the 16 bytes at p, read through L2 (never from L1, which
+// may hold stale lines), when pred; else it leaves v and reads nothing.
+__device__ __forceinline__ void ld_cg4(float4& v, const float* p, bool pred) {
+  asm volatile(
+      "{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t@q ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n\t}\n"
+      : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)
+      : "l"(p), "r"(static_cast<int>(pred))
+      : "memory");
+}
+
+__device__ __forceinline__ void add4(float4& a, const float4& b) {
+  a.x += b.x;
+  a.y += b.y;
+  a.z += b.z;
+  a.w += b.w;
+}
+
+// reduce sums the partial sums of one warp's 32 weight rows (block rb) over
+// the S slices of the workspace W[S][M][N] and stores the sums to Y. Lane
+// (grp = lane/8, c = lane%8) holds rows 32·rb + 4c .. +3 as one float4.
+// Every load of a batch is independent, so a batch costs one L2 round trip:
+//   - M ≥ 4: group grp sums tokens grp, grp+4, ... (2·NT of them) over the
+//     slices in slice order, 16/(2·NT) slices (at least one) per batch;
+//   - M ≤ 3: group grp sums slices grp, grp+4, ... in order, for all M
+//     tokens, 4 of its slices per batch; group 0 then adds the sums of
+//     groups 1, 2, 3 in that order.
+// Either way the order of the additions depends only on M and S: the same
+// bits every run, whichever warp is last.
+template <int NT>
+__device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, int M, int N, int S, int rb,
+                                       int lane) {
+  const int grp = lane >> 3;
+  const float* w = W + 32 * rb + 4 * (lane & 7);
+  float* y = Y + 32 * rb + 4 * (lane & 7);
+  const size_t plane = static_cast<size_t>(M) * N;  // one slice
+  if (M >= 4) {
+    constexpr int kTok = 2 * NT;                       // tokens grp + 4t
+    constexpr int kSB = kTok >= 16 ? 1 : 16 / kTok;  // slices per batch
+    float4 sum[kTok];
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) sum[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < S; s0 += kSB) {
+      float4 p[kSB][kTok];
+#pragma unroll
+      for (int j = 0; j < kSB; ++j) {
+#pragma unroll
+        for (int t = 0; t < kTok; ++t) {
+          const int tok = grp + 4 * t;
+          p[j][t] = make_float4(0.f, 0.f, 0.f, 0.f);
+          ld_cg4(p[j][t], w + (s0 + j) * plane + static_cast<size_t>(tok) * N, s0 + j < S && tok < M);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kSB; ++j) {
+        if (s0 + j < S) {
+#pragma unroll
+          for (int t = 0; t < kTok; ++t) add4(sum[t], p[j][t]);
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+      const int tok = grp + 4 * t;
+      if (tok < M) *reinterpret_cast<float4*>(y + static_cast<size_t>(tok) * N) = sum[t];
+    }
+  } else {
+    constexpr int kSB = 4;  // slices of this group per batch
+    float4 sum[3];
+#pragma unroll
+    for (int t = 0; t < 3; ++t) sum[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int j0 = 0; grp + 4 * j0 < S; j0 += kSB) {
+      float4 p[kSB][3];
+#pragma unroll
+      for (int j = 0; j < kSB; ++j) {
+        const int sl = grp + 4 * (j0 + j);
+#pragma unroll
+        for (int t = 0; t < 3; ++t) {
+          p[j][t] = make_float4(0.f, 0.f, 0.f, 0.f);
+          ld_cg4(p[j][t], w + sl * plane + static_cast<size_t>(t) * N, sl < S && t < M);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kSB; ++j) {
+        if (grp + 4 * (j0 + j) < S) {
+#pragma unroll
+          for (int t = 0; t < 3; ++t) add4(sum[t], p[j][t]);
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < 3; ++t) {
+#pragma unroll
+      for (int h = 1; h < 4; ++h) {
+        float4 o;
+        o.x = __shfl_sync(0xffffffffu, sum[t].x, lane + 8 * h);
+        o.y = __shfl_sync(0xffffffffu, sum[t].y, lane + 8 * h);
+        o.z = __shfl_sync(0xffffffffu, sum[t].z, lane + 8 * h);
+        o.w = __shfl_sync(0xffffffffu, sum[t].w, lane + 8 * h);
+        if (grp == 0) add4(sum[t], o);
+      }
+      if (grp == 0 && t < M) *reinterpret_cast<float4*>(y + static_cast<size_t>(t) * N) = sum[t];
+    }
+  }
+}
+
 template <typename T, int NT, int SC>
 __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __restrict__ X,
-                                       const uint16_t* __restrict__ P, const uint32_t* __restrict__ U, int M,
-                                       int N, int K, int cps) {
+                                       const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
+                                       float* __restrict__ W, int M, int N, int K) {
   using S = Stage<SC>;
   constexpr int ST = S::kDepth;
   constexpr int kTokens = 8 * NT;
@@ -280,8 +397,9 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   const int warp = tid >> 5;
   const int warps = blockDim.x >> 5;
   const int chunks = K / kChunk;
+  const int cps = (chunks + gridDim.y - 1) / gridDim.y;  // chunks per slice
   const int c0 = blockIdx.y * cps;
-  const int nc = min(cps, chunks - c0);  // ≥ 1: the caller makes every slice non-empty
+  const int nc = min(cps, chunks - c0);  // ≥ 1 for the Go planner's grids; ≤ 0 adds zeros
   const int nst = (nc + SC - 1) / SC;    // pipeline stages of the slice
   const int ts = cps * kChunkWords + kPadWords;
   const int rows = min(M, kTokens);  // token rows of X staged; row `rows` is zeros
@@ -368,8 +486,11 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   }
   cp_async_wait<0>();
 
+  // One slice: the sums are final. Several: this slice's part of them goes
+  // to the workspace, the same [token][row] layout as Y.
+  const int slices = gridDim.y;
+  float* out = slices == 1 ? Y : W + static_cast<size_t>(blockIdx.y) * M * N;
   // d0, d1: row g, tokens 2·tig, 2·tig+1 of the n-tile; d2, d3: row g+8.
-  const bool add = gridDim.y > 1;
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
 #pragma unroll
@@ -378,17 +499,27 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int tok = 8 * t + 2 * tig + (i & 1);
-        if (tok < M) {
-          float* y = Y + static_cast<size_t>(tok) * N + row + 8 * (i >> 1);
-          if (add) {
-            atomicAdd(y, acc[t][s][i]);
-          } else {
-            *y = acc[t][s][i];
-          }
-        }
+        if (tok < M) out[static_cast<size_t>(tok) * N + row + 8 * (i >> 1)] = acc[t][s][i];
       }
     }
   }
+  if (slices == 1) return;
+
+  // Draw the row block's ticket once the whole warp has stored its sums:
+  // the atomic releases them (the warp barrier puts every lane's stores
+  // before it) and, for the last warp, acquires those of the other slices
+  // (the barrier after it orders them before every lane's loads).
+  __syncwarp();
+  unsigned* counter = reinterpret_cast<unsigned*>(W) - 1 - rb;
+  unsigned ticket = 0;
+  if (lane == 0) {
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(ticket) : "l"(counter) : "memory");
+  }
+  ticket = __shfl_sync(0xffffffffu, ticket, 0);
+  __syncwarp();
+  if (ticket != static_cast<unsigned>(slices - 1)) return;
+  reduce<NT>(Y, W, M, N, slices, rb, lane);
+  if (lane == 0) *counter = 0u;  // every slice has drawn its ticket
 }
 
 }  // namespace gemv
@@ -396,16 +527,19 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
 
 // gemv_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/32 / warps), slices),
 // block 32·warps (≤ 256), dynamic shared memory
-// warps·ST·Stage<SC>::kBytes + 4·(min(M, 8·NT) + 1)·(cps·32 + 4) bytes. NT is the number
-// of 8-token tiles (M ≤ 8·NT), SC the chunks per pipeline stage. Y is f32
-// [M][N], zeroed by the caller when there is more than one slice; X is
-// [M][K]; P (packed) is [N][K/2]; U is the stored meta viewed as uint32
-// (N·K/32 words); cps is the number of 64-column chunks per slice.
+// warps·ST·Stage<SC>::kBytes + 4·(min(M, 8·NT) + 1)·(cps·32 + 4) bytes with
+// cps = ceil(K/64 / slices). NT is the number of 8-token tiles (M ≤ 8·NT),
+// SC the chunks per pipeline stage. Y is f32 [M][N], written with plain
+// stores, 16-byte aligned; X is [M][K]; P (packed) is [N][K/2]; U is the
+// stored meta viewed as uint32 (N·K/32 words). W (several slices only;
+// unused with one) is the f32 workspace [slices][M][N], 16-byte aligned,
+// preceded by the N/32 u32 ticket counters, all zero at launch and left
+// zero.
 #define SFS_GEMV(name, T, NT, SC)                                                                             \
   extern "C" __global__ void __launch_bounds__(sfs::gemv::kMaxThreads)                                       \
       name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,            \
-           const uint32_t* __restrict__ U, int M, int N, int K, int cps) {                                   \
-    sfs::gemv::kernel<T, NT, SC>(Y, X, P, U, M, N, K, cps);                                                  \
+           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K) {                     \
+    sfs::gemv::kernel<T, NT, SC>(Y, X, P, U, W, M, N, K);                                                    \
   }
 #define SFS_GEMV_SC(SC)                              \
   SFS_GEMV(gemv_bf16_t1_s##SC, sfs::BF16, 1, SC)     \

@@ -3,29 +3,30 @@
 # in one call, from the repository root, with the test binary in .gpu/:
 #
 #   CGO_ENABLED=0 go test -c -o .gpu/decode.test ./kernels   (on the Go machine)
-#   OUT=/some/dir bash kernels/scripts/decode_run.sh [fresh] [tests|quick] [sanitize] [bench] [ncu]
+#   OUT=/some/dir bash kernels/scripts/decode_run.sh [fresh] [tests|quick] [sanitize] [bench] [sweep] [ncu]
 #
 # Always: machine, check_ptx.sh (fresh PTX into $OUT), ptxas report and SASS
-# instruction counts of the decode kernels. "tests": the kernel tests, $TESTS (with
-# "fresh", against the fresh PTX through SFSURGERY_TEST_PTX). "sanitize":
-# "quick": only the decode kernel's own tests. "sanitize":
-# compute-sanitizer memcheck and racecheck on the small decode tests.
-# "bench": BenchmarkGPUDecode, summarised by kernels/scripts/decode_table.awk.
-# "ncu": Nsight Compute on one decode launch (Llama-3-8B gate_up, m = 1).
-# Logs land in $OUT.
+# instruction counts of the decode kernels. "fresh": everything below runs
+# against the fresh PTX (through SFSURGERY_TEST_PTX) instead of the
+# embedded one. "tests": the decode kernel's tests, $TESTS; "quick": only
+# its small ones. "sanitize": compute-sanitizer memcheck and racecheck on
+# the small decode tests. "bench": BenchmarkGPUDecode, summarised by
+# kernels/scripts/decode_table.awk. "sweep": BenchmarkGPUDecodeSweep,
+# summarised by kernels/scripts/decode_sweep.awk. "ncu": Nsight Compute on
+# one decode launch (Llama-3-8B gate_up, m = 1). Logs land in $OUT (at most
+# 8 files: the device tool returns no more).
 set -uo pipefail
 OUT=${OUT:?set OUT}
-fresh=0 tests=0 sanitize=0 bench=0 ncu=0
+fresh=0 tests=0 sanitize=0 bench=0 sweep=0 ncu=0
 for a in "$@"; do
 	case $a in
-	fresh) fresh=1 ;; tests) tests=1 ;; quick) tests=1 TESTS='TestPlanGemv|TestGPUDecode(Small|Degenerate|CorruptMeta)' ;;
-	sanitize) sanitize=1 ;; bench) bench=1 ;; ncu) ncu=1 ;;
+	fresh) fresh=1 ;; tests) tests=1 ;; quick) tests=1 TESTS='TestPlanGemv|TestGPUDecode(Small|Degenerate|Deterministic|CorruptMeta)' ;;
+	sanitize) sanitize=1 ;; bench) bench=1 ;; sweep) sweep=1 ;; ncu) ncu=1 ;;
 	esac
 done
 bin=.gpu/decode.test
-# The package's own kernel tests (other tests of the package are not this
-# script's business).
-TESTS=${TESTS:-'TestPlanGemv|TestPTX|TestOpen|TestGPU(CopyFrom|Decode|Info|Buffers|Small|Degenerate|CorruptMeta|Models)'}
+# The decode kernel's tests and the PTX checks (gpu_run.sh runs the rest).
+TESTS=${TESTS:-'TestPlanGemv|TestPTX|TestGPU(CopyFrom|Info|Decode)'}
 status=0
 note() { echo "== $*"; }
 
@@ -37,15 +38,17 @@ bash kernels/scripts/check_ptx.sh "$OUT/sfsurgery.ptx" >"$OUT/check_ptx.log" 2>&
 echo "check_ptx exit $?"; grep -v '^[<>]' "$OUT/check_ptx.log" | tail -3
 
 note "ptxas sm_90 (decode kernels) and SASS counts"
-ptxas -arch=sm_90 -v "$OUT/sfsurgery.ptx" -o /tmp/k.cubin 2>&1 | grep -A2 -E "Compiling entry function '(gemv|spmm)" |
-	grep -E 'Compiling|registers|spill' | sed -E "s/ptxas info *: //" | paste - - - | cut -c1-220
+ptxas -arch=sm_90 -v "$OUT/sfsurgery.ptx" -o /tmp/k.cubin 2>&1 | awk '
+	/Compiling entry function/ {f = $0; sub(/.*function .?/, "", f); sub(/.? for .*/, "", f)}
+	/Used [0-9]+ registers/ && f ~ /^(gemv|spmm)/ {r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); reg[f] = r}
+	/spill/ && f ~ /^(gemv|spmm)/ {sp[f] = $0; sub(/.*stack frame, /, "", sp[f])}
+	END {for (f in reg) printf "%-16s %3s registers, %s\n", f, reg[f], sp[f]}' | sort
 cuobjdump -sass /tmp/k.cubin >/tmp/k.sass
 awk '/Function : gemv/ {f=$3} /Function : / && !/gemv/ {f=""}
 	f!="" && /\/\*[0-9a-f]+\*\// {n[f]++; if(/LDG.E.128/)g[f]++; if(/LDG.E /||/LDG.E.CONSTANT /)g4[f]++; if(/LDS.128/)s[f]++;
 	if(/HMMA/)h[f]++; if(/SHFL/)x[f]++; if(/LDL|STL/)l[f]++; if(/RED|ATOM/)r[f]++}
 	END {for (f in n) printf "%-14s instr %4d LDG.128 %3d LDG.32 %3d LDS.128 %3d HMMA %3d SHFL %3d RED %3d local %d\n",
 	f, n[f], g[f], g4[f], s[f], h[f], x[f], r[f], l[f]}' /tmp/k.sass | sort
-awk '/Function : gemv_bf16_t1_s4/ {p=1} /Function : / && !/gemv_bf16_t1_s4/ {p=0} p' /tmp/k.sass >"$OUT/gemv_bf16_t1_s4.sass"
 
 export SFSURGERY_SEED=${SFSURGERY_SEED:-$(date +%s)}
 if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx; fi
@@ -60,9 +63,23 @@ if [[ $tests == 1 ]]; then
 fi
 if [[ $bench == 1 ]]; then
 	note "benchmarks"
-	$bin -test.run '^$' -test.bench 'BenchmarkGPUDecode' -test.benchtime 5x >"$OUT/bench.log" 2>&1 || status=1
+	start=$(date +%s)
+	$bin -test.run '^$' -test.bench '^BenchmarkGPUDecode$' -test.benchtime 5x >"$OUT/bench.log" 2>&1 || status=1
+	echo "benchmarks took $(( $(date +%s) - start ))s"
 	grep -E '^(FAIL|panic)|--- FAIL|copy-' "$OUT/bench.log"
-	awk -f kernels/scripts/decode_table.awk "$OUT/bench.log" | tee "$OUT/table.txt"
+	awk -f kernels/scripts/decode_table.awk "$OUT/bench.log" >"$OUT/table.txt"
+	sed -n '/^| dtype/,$p' "$OUT/table.txt"
+fi
+if [[ $sweep == 1 ]]; then
+	note "plan sweep"
+	start=$(date +%s)
+	# -test.v: without it the testing package keeps only 10 lines of a
+	# benchmark's log.
+	$bin -test.v -test.run '^$' -test.bench '^BenchmarkGPUDecodeSweep$' -test.benchtime 1x >"$OUT/sweep.log" 2>&1 || status=1
+	echo "sweep took $(( $(date +%s) - start ))s"
+	grep -E '^(FAIL|panic)|--- FAIL|plans$' "$OUT/sweep.log"
+	awk -f kernels/scripts/decode_sweep.awk "$OUT/sweep.log" >"$OUT/sweep.txt"
+	cut -c1-150 "$OUT/sweep.txt" | head -60
 fi
 if [[ $ncu == 1 ]]; then
 	note "ncu: gate_up 14336x4096, m = 1, default plan"
@@ -75,9 +92,10 @@ fi
 if [[ $sanitize == 1 ]]; then
 	for tool in memcheck racecheck; do
 		note "compute-sanitizer $tool"
-		compute-sanitizer --tool $tool --error-exitcode 3 $bin -test.run 'TestGPUDecodeSmall|TestGPUDecodeDegenerate' \
-			-test.count=1 >"$OUT/$tool.log" 2>&1 || status=1
-		tail -3 "$OUT/$tool.log"
+		compute-sanitizer --tool $tool --error-exitcode 3 $bin -test.run 'TestGPUDecode(Small|Degenerate|Deterministic)' \
+			-test.count=1 >/tmp/$tool.log 2>&1 || status=1
+		tail -3 /tmp/$tool.log
+		tail -200 /tmp/$tool.log >>"$OUT/sanitize.log"
 	done
 fi
 note "done, status $status"

@@ -1,20 +1,26 @@
 # decode_table.awk: summarises BenchmarkGPUDecode's output (go test -bench
-# lines) as one line per shape and token count: for each variant, the GPU
-# µs per product and, in parentheses, the percentage of the copy bandwidth
-# its bytes represent.
+# lines). First one line per shape and token count with, for each variant,
+# the GPU µs per product and, in parentheses, the percentage of the copy
+# bandwidth its bytes represent; then a markdown table of SparseMatmul's
+# choice (auto) against DenseMatmul.
 #
 #   awk -f kernels/scripts/decode_table.awk bench.log
-/^BenchmarkGPUDecode\// && !/copy-16/ {
-  n = split($1, a, "/"); v = a[n]; sub(/-16$/, "", v); m = a[n-1]; shape = a[2] "/" a[4];
+/^BenchmarkGPUDecode\// && !/\/copy-[0-9]+ / {
+  n = split($1, a, "/"); v = a[n]; sub(/-[0-9]+$/, "", v); m = a[n-1]; sub(/^m=/, "", m);
+  shape = a[2] " " a[3] "/" a[4];
   us = ""; pc = "";
   for (i = 3; i < NF; i++) { if ($(i+1) == "gpu-us/op") us = $i; if ($(i+1) == "%copy") pc = $i }
-  key = shape " " m; if (!(key in seen)) { order[++k] = key; seen[key] = 1 }
-  val[key, v] = sprintf("%.1f(%d)", us, pc); vars[v] = 1
+  key = shape SUBSEP m; if (!(key in seen)) { order[++k] = key; seen[key] = 1 }
+  t[key, v] = us; p[key, v] = pc
 }
 END {
-  split("decode decode-sc4 decode-s*2 decode-w2 decode-w4 decode-w8 general dense", vs, " ");
-  nv = 8;
-  printf "%-30s %-5s", "shape", "m"; for (j = 1; j <= nv; j++) printf " %11s", vs[j]; printf "\n";
-  for (i = 1; i <= k; i++) { split(order[i], p, " "); printf "%-30s %-5s", p[1], p[2];
-    for (j = 1; j <= nv; j++) printf " %11s", ((order[i], vs[j]) in val) ? val[order[i], vs[j]] : "-"; printf "\n" }
+  nv = split("auto decode decode-sc2 decode-w8 general dense", vs, " ");
+  printf "%-34s %-3s", "shape", "m"; for (j = 1; j <= nv; j++) printf " %11s", vs[j]; printf "\n";
+  for (i = 1; i <= k; i++) { split(order[i], q, SUBSEP); printf "%-34s %-3s", q[1], q[2];
+    for (j = 1; j <= nv; j++) printf " %11s", ((order[i], vs[j]) in t) ? sprintf("%.1f(%d)", t[order[i], vs[j]], p[order[i], vs[j]]) : "-";
+    printf "\n" }
+  printf "\n| dtype shape | m | ours µs | %% of copy | dense µs | dense/ours | decode µs | general µs |\n|---|---|---|---|---|---|---|---|\n";
+  for (i = 1; i <= k; i++) { split(order[i], q, SUBSEP); o = t[order[i], "auto"]; dn = t[order[i], "dense"];
+    printf "| %s | %s | %.1f | %.0f%% | %.1f | %.2fx | %.1f | %.1f |\n", q[1], q[2], o, p[order[i], "auto"], dn,
+      (o > 0 ? dn / o : 0), t[order[i], "decode"], t[order[i], "general"] }
 }
