@@ -11,10 +11,10 @@ package kernels
 //
 // The kernel depends on m. Up to gemvMaxTokens (64) tokens, the decode
 // sizes where the product is bound by the weight bytes, a kernel streams
-// the weight once over every SM; to fill them it may split k and add the
-// partial sums into y with float atomics (y is zeroed first), and then the
-// order of those additions, so the last bits of y, may differ from run to
-// run. Larger m use the tiled kernel, whose results are reproducible.
+// the weight once over every SM; to fill them it may split k, and the
+// last slice of each row block to finish sums the slices' partial sums in
+// a fixed order, so results are bit-for-bit reproducible. Larger m, and
+// m from 33 on for large n where it measured faster, use the tiled kernel.
 func (d *Device) SparseMatmul(y, x, packed, meta *Buffer, dt DType, m, n, k int) error {
 	return d.sparse(y, x, packed, meta, dt, m, n, k, sparseChoice{})
 }
@@ -54,13 +54,7 @@ func (d *Device) sparse(y, x, packed, meta *Buffer, dt DType, m, n, k int, c spa
 		if c.kernel == sparseGemv || c.kernel == sparseAuto && m <= gemvMaxTokens {
 			return d.launchGemv(op, y, x, packed, meta, dt, m, n, k, c.gemv)
 		}
-		fn := d.fn.spmmBF16
-		if dt == F16 {
-			fn = d.fn.spmmF16
-		}
-		grid := dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
-		return d.launch("spmm", fn, grid, dim3{128, 1, 1},
-			y.ptr, x.ptr, packed.ptr, meta.ptr, i32(m), i32(n), i32(k))
+		return d.launchTiled(y, x, packed, meta, dt, m, n, k)
 	})
 }
 
