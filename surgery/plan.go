@@ -63,6 +63,11 @@ type Plan struct {
 	// noReport is set for unpack, whose output is a plain dense
 	// checkpoint with no prune report.
 	noReport bool
+	// targets are the sources of the pruned weights, which Write hands
+	// the memory budget of the run.
+	targets []*target
+	// decoders are unpack's sources, which Write gives their chunk size.
+	decoders []*decodeSource
 }
 
 // Single reports whether the input (and so the output) is one
@@ -136,6 +141,7 @@ func (p *Plan) planShard(s *checkpoint.File) (checkpoint.Shard, error) {
 			out.Tensors = append(out.Tensors, copySpec(s, info))
 			continue
 		}
+		p.targets = append(p.targets, tgt)
 		tp.Rule = tgt.rule.String()
 		man.Targets[info.Name] = tp.Rule
 		specs := p.targetSpecs(tgt)

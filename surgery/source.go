@@ -1,18 +1,57 @@
 package surgery
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/prune24"
+	"golang.org/x/sync/semaphore"
 )
 
-// chunkBytes is about how much of a weight one source prunes at a time:
-// large enough to amortise the write calls, small enough that buffers
-// stay far under the RSS budget with every worker busy.
-const chunkBytes = 4 << 20
+// Memory. A prune's resident memory must not grow with the model, and
+// stay well under 256 MiB on a machine of many cores: each worker holds
+// one chunk of a weight (and its packed form), and each ampere target in
+// flight its whole metadata, which the layout interleaves across row
+// blocks (1/16 of the weight: 7 MB for a Llama-3-8B MLP weight, 29 MB for
+// a 70B one).
+const (
+	// chunkBytes is the most of a weight one worker reads at a time:
+	// large enough to amortise the system calls.
+	chunkBytes = 4 << 20
+	// chunkBudget is shared by the workers' chunks; with many workers
+	// each chunk shrinks, to no less than minChunkBytes.
+	chunkBudget   = 48 << 20
+	minChunkBytes = 512 << 10
+	// metaBudget bounds the metadata buffers held at once; a target
+	// whose metadata is larger holds the whole budget.
+	metaBudget = 64 << 20
+)
+
+// budget is the memory of one write shared by its targets.
+type budget struct {
+	chunk int                 // bytes of a weight per read
+	meta  *semaphore.Weighted // metadata buffers in flight
+}
+
+// budget returns the target's share of the run's memory; a target
+// written outside Plan.Write gets a budget of its own.
+func (t *target) budget() *budget {
+	if t.mem == nil {
+		t.mem = newBudget(1)
+	}
+	return t.mem
+}
+
+// newBudget sizes the chunks for workers and makes the metadata budget.
+func newBudget(workers int) *budget {
+	return &budget{
+		chunk: max(minChunkBytes, min(chunkBytes, chunkBudget/max(workers, 1))),
+		meta:  semaphore.NewWeighted(metaBudget),
+	}
+}
 
 // target is one weight being pruned: where its bytes are and how to cut
 // them. Its source (one tensor, or a group of values and index) makes one
@@ -29,6 +68,7 @@ type target struct {
 	// layout's row blocks, 1 otherwise).
 	align  int
 	format Format
+	mem    *budget // set by Plan.Write
 }
 
 // forEachChunk reads the weight chunk by chunk (whole rows, starting at
@@ -38,7 +78,7 @@ type target struct {
 // model's size.
 func (t *target) forEachChunk(fn func(r0, n int, raw []byte) (prune24.Stats, error)) error {
 	rowBytes := t.cols * t.dt.Size()
-	step := max(chunkBytes/max(rowBytes, 1)/t.align*t.align, t.align)
+	step := max(t.budget().chunk/max(rowBytes, 1)/t.align*t.align, t.align)
 	buf := make([]byte, min(step, t.rows)*rowBytes)
 	base := t.file.DataOffset + t.info.Begin
 	var total prune24.Stats
@@ -92,6 +132,14 @@ func (t *target) WriteGroup(ws []io.Writer) error {
 	var meta []byte
 	if t.format == FormatAmpere {
 		_, mb := prune24.AmpereSizes(t.dt, t.rows, t.cols)
+		hold := min(int64(mb), metaBudget)
+		// The holders of the budget finish without waiting on anything,
+		// so this wait ends.
+		mem := t.budget()
+		if err := mem.meta.Acquire(context.Background(), hold); err != nil {
+			return err
+		}
+		defer mem.meta.Release(hold)
 		meta = make([]byte, mb)
 	}
 	var vals, idx []byte

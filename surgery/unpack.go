@@ -50,8 +50,10 @@ func NewUnpackPlan(ck *checkpoint.Checkpoint, version string) (*Plan, error) {
 		}
 		for _, t := range s.Tensors {
 			if c, ok := decoded[t.Name]; ok {
+				src := &decodeSource{c: c, chunk: chunkBytes}
+				p.decoders = append(p.decoders, src)
 				shard.Tensors = append(shard.Tensors, checkpoint.TensorSpec{Name: c.Name, DType: c.Values.DType,
-					Shape: []int64{int64(c.Rows), int64(c.Cols)}, Src: decodeSource{c}})
+					Shape: []int64{int64(c.Rows), int64(c.Cols)}, Src: src})
 				continue
 			}
 			if skip[t.Name] {
@@ -109,14 +111,18 @@ func denseConfig(ck *checkpoint.Checkpoint) ([]byte, error) {
 	return marshalConfig(cfg)
 }
 
-// decodeSource writes the dense weight decoded from its compressed form.
-type decodeSource struct{ c *Compressed }
+// decodeSource writes the dense weight decoded from its compressed form,
+// chunk bytes of it at a time.
+type decodeSource struct {
+	c     *Compressed
+	chunk int
+}
 
-func (s decodeSource) WriteTo(w io.Writer) (int64, error) {
+func (s *decodeSource) WriteTo(w io.Writer) (int64, error) {
 	c := s.c
 	rowBytes := c.Cols * c.DType.Size()
 	a := c.RowAlign()
-	step := max(chunkBytes/max(rowBytes, 1)/a*a, a)
+	step := max(s.chunk/max(rowBytes, 1)/a*a, a)
 	buf := make([]byte, min(step, c.Rows)*rowBytes)
 	var scratch []byte
 	var written int64

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
@@ -61,6 +62,17 @@ func (p *Plan) OutputSize() (int64, error) {
 // modified. opt.Protect is extended with the input's paths.
 func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOptions) (*Report, error) {
 	opt.Protect = append(append([]string(nil), opt.Protect...), p.protect()...)
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	mem := newBudget(workers)
+	for _, t := range p.targets {
+		t.mem = mem
+	}
+	for _, d := range p.decoders {
+		d.chunk = mem.chunk
+	}
 	if p.single {
 		s := p.shards[0]
 		if err := checkpoint.WriteFile(ctx, out, s.Tensors, s.Metadata, &opt); err != nil {

@@ -2,11 +2,22 @@ package main
 
 import (
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
+
+// streamingMemoryLimit is the soft heap limit of prune and unpack: their
+// live memory is bounded by construction (surgery's chunk and metadata
+// budgets, about 150 MiB with 16 workers), and the limit makes the
+// collector return garbage before the heap doubles past 256 MiB on a
+// machine of many cores.
+const streamingMemoryLimit = 192 << 20
+
+// limitMemory sets the soft heap limit of a streaming command.
+func limitMemory() { debug.SetMemoryLimit(streamingMemoryLimit) }
 
 // newProgress returns a byte progress bar on stderr, or nil when stderr
 // is not a terminal or quiet is set. A nil bar's add is a no-op.

@@ -104,6 +104,7 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 	if f.dryRun {
 		return printPlan(w, plan, out, size, f.asJSON)
 	}
+	limitMemory()
 	bar := newProgress(size, "pruning", f.quiet)
 	rep, err := plan.Write(cmd.Context(), out, checkpoint.WriteOptions{Workers: f.workers, Force: f.force, Progress: bar.fn()})
 	bar.finish()

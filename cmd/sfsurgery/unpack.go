@@ -44,6 +44,7 @@ into a dense P.weight. The output is byte-identical to what
 			if err != nil {
 				return err
 			}
+			limitMemory()
 			bar := newProgress(size, "unpacking", quiet)
 			_, err = plan.Write(cmd.Context(), out, checkpoint.WriteOptions{Workers: workers, Force: force, Progress: bar.fn()})
 			bar.finish()
