@@ -65,10 +65,20 @@ func newGPUNumeric(opt Options) (numeric, error) {
 func (g *gpuNumeric) Tolerance() float64 { return gpuTolerance }
 func (g *gpuNumeric) Close()             { g.dev.Close() }
 
-// Workers allows up to 4 tensors at once: their CPU checks overlap while
-// the device serialises its own work, and each holds a dense copy of its
-// weight in host memory when the original is given.
-func (g *gpuNumeric) Workers(requested int) int { return defaultWorkers(requested, 4) }
+// Workers allows up to 16 tensors at once, so that their CPU checks
+// overlap while the device serialises its own work (each holds its
+// compressed and dense weight on the GPU meanwhile: under 1 GB for a
+// Llama-3-70B MLP weight); up to 4 when the original is given, since each
+// then also holds a dense copy of its weight in host memory. On the H200
+// machine's 16 cores, a Llama-3-8B-shaped checkpoint (9.3 GB of ampere
+// output, cold page cache) verified in 17.6 s with 4 workers, 8.1 s with
+// 8 and 6.1 s with 16, against 5.3 s to read its files.
+func (g *gpuNumeric) Workers(requested int) int {
+	if g.orig != nil {
+		return defaultWorkers(requested, 4)
+	}
+	return defaultWorkers(requested, 16)
+}
 func (g *gpuNumeric) Describe() string {
 	ref := "pruned dense decoded on the GPU"
 	if g.orig != nil {

@@ -36,7 +36,8 @@ type Options struct {
 	// number of weight bytes checked.
 	Progress func(n int64)
 	// Workers bounds how many tensors are checked at once (0: all cores
-	// on the CPU, at most 4 with a GPU, whose host buffers are larger).
+	// on the CPU; with a GPU at most 16, or 4 with Original, whose dense
+	// copies take host memory).
 	Workers int
 }
 

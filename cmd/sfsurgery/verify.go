@@ -13,7 +13,7 @@ import (
 func newVerifyCmd() *cobra.Command {
 	var original, device string
 	var asJSON, quiet bool
-	var tokens, gpu int
+	var tokens, gpu, workers int
 	var seed uint64
 	cmd := &cobra.Command{
 		Use:   "verify <pruned>",
@@ -43,7 +43,7 @@ run (bad input, unreadable file, no GPU for --device cuda).`,
 			}
 			defer ck.Close()
 			opt := verify.Options{Device: device, GPU: gpu, Tokens: tokens, Seed: seed,
-				TokensSet: cmd.Flags().Changed("tokens")}
+				TokensSet: cmd.Flags().Changed("tokens"), Workers: workers}
 			if original != "" {
 				orig, err := checkpoint.Open(original)
 				if err != nil {
@@ -79,6 +79,7 @@ run (bad input, unreadable file, no GPU for --device cuda).`,
 	fl.IntVar(&gpu, "gpu", 0, "CUDA device ordinal")
 	fl.IntVar(&tokens, "tokens", 8, "random activation columns (M) of the numerical check")
 	fl.Uint64Var(&seed, "seed", 1, "seed of the random activations")
+	fl.IntVar(&workers, "workers", 0, "tensors checked at once (default: every core on the CPU; up to 16 with a GPU, 4 with --original)")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fl.BoolVarP(&quiet, "quiet", "q", false, "print only failures and the verdict")
 	_ = cmd.RegisterFlagCompletionFunc("device", cobra.FixedCompletions([]string{"cpu", "cuda", "auto"}, cobra.ShellCompDirectiveNoFileComp))
