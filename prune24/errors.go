@@ -118,3 +118,41 @@ func (e *RuleError) Error() string {
 
 // Unwrap returns ErrRule.
 func (e *RuleError) Unwrap() error { return ErrRule }
+
+// OffsetRows returns err with the row of its location counted from base:
+// for callers that hand these functions a chunk of a larger matrix whose
+// first row is base. Errors without a row are returned as they are.
+func OffsetRows(err error, base int) error {
+	var (
+		nan *NaNError
+		st  *StructureError
+		me  *MetaError
+		be  *BitmaskError
+		re  *RuleError
+	)
+	switch {
+	case base == 0 || err == nil:
+		return err
+	case errors.As(err, &nan):
+		e := *nan
+		e.Row += base
+		return &e
+	case errors.As(err, &st):
+		e := *st
+		e.Row += base
+		return &e
+	case errors.As(err, &me):
+		e := *me
+		e.Row += base
+		return &e
+	case errors.As(err, &be):
+		e := *be
+		e.Row += base
+		return &e
+	case errors.As(err, &re):
+		e := *re
+		e.Row += base
+		return &e
+	}
+	return err
+}

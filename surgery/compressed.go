@@ -143,7 +143,7 @@ func (c *Compressed) DecodeRows(dst []byte, r0, n int, scratch []byte) ([]byte, 
 	}
 	c.File.Release(vals)
 	if err != nil {
-		return scratch, fmt.Errorf("%s: %s: rows %d+: %w", filepath.Base(c.File.Path()), c.Name, r0, err)
+		return scratch, fmt.Errorf("%s: %s: %w", filepath.Base(c.File.Path()), c.Name, prune24.OffsetRows(err, r0))
 	}
 	return scratch, nil
 }

@@ -76,7 +76,7 @@ func walkCompressed(c *surgery.Compressed, rule prune24.Rule, ours bool, orig []
 		}
 		if structErr == nil {
 			if err := prune24.Check(d, c.DType, c.Cols, rule); err != nil {
-				structErr = fmt.Errorf("rows %d+: %w", r0, err)
+				structErr = prune24.OffsetRows(err, r0)
 			}
 		}
 		if roundErr == nil && (c.Format == surgery.FormatAmpere || ours) {
@@ -84,7 +84,7 @@ func walkCompressed(c *surgery.Compressed, rule prune24.Rule, ours bool, orig []
 		}
 		if orig != nil && ruleErr == nil {
 			if err := prune24.CheckRule(d, orig[r0*rowBytes:(r0+n)*rowBytes], c.DType, c.Cols, rule); err != nil {
-				ruleErr = fmt.Errorf("rows %d+: %w", r0, err)
+				ruleErr = prune24.OffsetRows(err, r0)
 			}
 		}
 		if progress != nil {
@@ -112,7 +112,7 @@ func reencode(c *surgery.Compressed, dense []byte, r0, n int, values, ampMeta, b
 		idx = bitmask
 	}
 	if err != nil {
-		return fmt.Errorf("rows %d+: re-encoding: %w", r0, err)
+		return fmt.Errorf("re-encoding: %w", prune24.OffsetRows(err, r0))
 	}
 	if i := firstDiff(*v2, values); i >= 0 {
 		return fmt.Errorf("%s: byte %d of rows %d+ differs after a decode/encode round trip", c.Values.Name, i, r0)
