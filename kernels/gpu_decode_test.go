@@ -13,7 +13,7 @@ import (
 // empty, shared memory within the limit, a valid grid, the forced options.
 func TestPlanGemv(t *testing.T) {
 	// Shared-memory limits of devices planGemv must serve.
-	h100Limits := gemvLimits{sms: 132, smem: 232448, perSM: 233472} // also the H200
+
 	a100Limits := gemvLimits{sms: 108, smem: 166912, perSM: 167936}
 	sm86Limits := gemvLimits{sms: 46, smem: 101376, perSM: 102400}
 	for _, c := range []struct {
@@ -33,6 +33,10 @@ func TestPlanGemv(t *testing.T) {
 		{16, 28672, 8192, a100Limits, gemvOptions{}},
 		{64, 4096, 14336, sm86Limits, gemvOptions{}},
 		{3, 4096, 1 << 24, h100Limits, gemvOptions{}},
+		{64, 14336, 4096, h100Limits, gemvOptions{window: 1}},
+		{64, 4096, 14336, h100Limits, gemvOptions{window: -1}},
+		{32, 288, 640, h100Limits, gemvOptions{sc: 4, warps: 3, splits: 1, window: 1}},
+		{64, 8192, 28672, a100Limits, gemvOptions{}},
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
 		if err != nil {
@@ -53,27 +57,38 @@ func TestPlanGemv(t *testing.T) {
 			t.Errorf("%+v: %d slices of %d chunks for %d chunks", c, p.splits, p.cps, chunks)
 		case p.splits > maxGridY || c.o.splits != 0 && p.splits > c.o.splits:
 			t.Errorf("%+v: %d slices", c, p.splits)
-		case p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps) || p.smem > c.lim.smem:
+		case p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw) || p.smem > c.lim.smem:
 			t.Errorf("%+v: %d bytes of shared memory", c, p.smem)
+		case p.xw != 0 && (p.xw%p.sc != 0 || p.xw < (gemvDepth(p.sc)-1)*p.sc || p.xw >= p.cps),
+			c.o.window == 1 && p.xw == 0, c.o.window == -1 && p.xw != 0:
+			t.Errorf("%+v: windows of %d chunks, %d per slice", c, p.xw, p.cps)
 		}
 		if g := p.grid(c.n); int(g[0])*p.warps*32 < c.n || int(g[0]-1)*p.warps*32 >= c.n || int(g[1]) != p.splits {
 			t.Errorf("%+v: grid %v", c, g)
 		}
 	}
-	// Llama-3-8B gate_up at m = 1 on an H100: 56 × 2 CTAs of 8 warps (256
-	// rows) and 2 slices of 32 chunks in 4-chunk stages; 229408 bytes of
-	// shared memory, one CTA per SM. Its cost model prefers these to the
-	// 6-warp, 5-slice CTAs that measured 8% slower (notes.md).
-	if p, err := planGemv(1, 14336, 4096, h100Limits, gemvOptions{}); err != nil ||
-		p != (gemvPlan{tiles: 1, sc: 4, warps: 8, splits: 2, cps: 32, smem: 229408}) {
-		t.Errorf("gate_up m=1: %+v, %v", p, err)
+	// Llama-3-8B gate_up at m = 1 on an H100: 64 × 2 CTAs of 7 warps (224
+	// rows) and 2 slices of 32 chunks in 4-chunk stages, the activations
+	// staged whole; at m = 64 the same CTAs stage them in windows of 6
+	// chunks, which keeps the slices long (the activations of a whole
+	// slice would not fit, and 7 slices of partial sums would move 26 MB).
+	for _, c := range []struct {
+		m    int
+		want gemvPlan
+	}{
+		{1, gemvPlan{tiles: 1, sc: 4, warps: 7, splits: 2, cps: 32, smem: 201760}},
+		{64, gemvPlan{tiles: 8, sc: 2, warps: 7, splits: 2, cps: 32, xw: 6, smem: 230944}},
+	} {
+		if p, err := planGemv(c.m, 14336, 4096, h100Limits, gemvOptions{}); err != nil || p != c.want {
+			t.Errorf("gate_up m=%d: %+v, %v", c.m, p, err)
+		}
 	}
 	// SparseMatmul hands m = 33-64 to the tiled kernel where it measured
-	// faster on an H200 (132 SMs): n = 8192 and more.
+	// faster on an H100 (132 SMs): n = 14336 and more.
 	for _, c := range []struct {
 		m, n int
 		want bool
-	}{{64, 14336, true}, {64, 28672, true}, {33, 8192, true}, {64, 4096, false}, {64, 1024, false}, {32, 28672, false}} {
+	}{{64, 14336, true}, {64, 28672, true}, {33, 14336, true}, {64, 8192, false}, {64, 4096, false}, {64, 1024, false}, {32, 28672, false}} {
 		if got := gemvPrefersTiled(c.m, c.n, 132); got != c.want {
 			t.Errorf("gemvPrefersTiled(%d, %d, 132) = %v", c.m, c.n, got)
 		}
@@ -100,9 +115,11 @@ func TestPlanGemv(t *testing.T) {
 		{1, 32, 64, h100Limits, gemvOptions{warps: -1}},
 		{1, 32, 64, h100Limits, gemvOptions{splits: -1}},
 		{1, 32, 64, h100Limits, gemvOptions{sc: 8}},
+		{1, 32, 64, h100Limits, gemvOptions{window: 2}},
+		{1, 32, 64 * 6, h100Limits, gemvOptions{window: 1, splits: 1, sc: 2}}, // one window: no windows
 		{1, 32, 64, gemvLimits{}, gemvOptions{}},
 		{64, 32, 64, gemvLimits{sms: 1, smem: 20000, perSM: 20000}, gemvOptions{}},                     // not one stage
-		{64, 32, 4096, h100Limits, gemvOptions{splits: 1}},                                             // 64 chunks of 64 tokens
+		{64, 32, 4096, h100Limits, gemvOptions{splits: 1, window: -1}},                                 // 64 chunks of 64 tokens, whole
 		{1, 32, 64 << 17, gemvLimits{sms: 1, smem: 28000, perSM: 28000}, gemvOptions{sc: 4, warps: 1}}, // > maxGridY slices
 	} {
 		if p, err := planGemv(c.m, c.n, c.k, c.lim, c.o); !errors.Is(err, errGemvPlan) {
@@ -174,24 +191,35 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 // gemvChoices are decode-kernel plans that cover its cases: the default,
 // 3-warp CTAs with 2-chunk stages and two slices (partial sums added), and
 // one warp per CTA with 4-chunk stages and as many slices as chunks (a
-// stage mostly past the slice).
+// stage mostly past the slice). Where a slice holds more than one window
+// of activations (k ≥ 17 chunks) it adds windows: 4-warp CTAs with
+// 2-chunk stages and two slices, and 3-warp CTAs with 4-chunk stages and
+// one slice, both with a last window shorter than the others.
 func gemvChoices(k int) []sparseChoice {
-	return []sparseChoice{
+	c := []sparseChoice{
 		{kernel: sparseGemv, gemv: gemvOptions{force: true}},
 		{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 3, splits: 2}},
 		{kernel: sparseGemv, gemv: gemvOptions{sc: 4, warps: 1, splits: k / gemvChunk}},
 	}
+	if k/gemvChunk >= 2*gemvWindow(4)+1 {
+		c = append(c,
+			sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 4, splits: 2, window: 1}},
+			sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 4, warps: 3, splits: 1, window: 1}})
+	}
+	return c
 }
 
 // TestGPUDecodeSmall checks the decode kernel on small shapes against a
 // float64 reference over the whole output: every token tile count, m not
 // a multiple of 8, a last CTA with idle warps (n = 288), one and several
-// slices. The sanitizer runs use it.
+// slices, activations staged whole and in windows (k = 1600: 25 chunks,
+// also with idle warps, which must keep to the CTA's barriers). The
+// sanitizer runs use it.
 func TestGPUDecodeSmall(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	for _, dt := range []DType{BF16, F16} {
-		for _, s := range []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}} {
+		for _, s := range []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}, {288, 1600}} {
 			w := newWeight(t, d, rng, dt, s.n, s.k)
 			xs := randDense(rng, dt, gemvMaxTokens*s.k)
 			x := upload16(t, d, xs)
@@ -241,6 +269,7 @@ func TestGPUDecodeDeterministic(t *testing.T) {
 		{large, 64, decode(gemvOptions{warps: 2, splits: 20})}, // grows the workspace
 		{small, 1, decode(gemvOptions{splits: 2})},
 		{large, 3, decode(gemvOptions{sc: 4, warps: 8, splits: 4})},
+		{large, 64, decode(gemvOptions{sc: 2, warps: 4, splits: 2, window: 1})}, // windows of activations
 		{small, 7, decode(gemvOptions{sc: 2, warps: 3, splits: 5})},
 		{small, 33, decode(gemvOptions{sc: 4, warps: 1, splits: k / gemvChunk})},
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // maxKernelArgs bounds the parameters of the package's kernels.
-const maxKernelArgs = 8
+const maxKernelArgs = 10
 
 // kernelParams is the argument block of one launch: each value sits in an
 // 8-byte slot (a 4-byte int in the low half) and ptrs points at the slots,

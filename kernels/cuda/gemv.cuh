@@ -13,7 +13,10 @@
 // warps (blockDim.x / 32) owns 32·warps rows and one slice of K (grid.y
 // slices of `cps` chunks of 64 columns). The CTA stages its slice of X (the
 // M tokens and one row of zeros, which the padding tokens of the n = 8
-// tiles read) in shared memory once. Each warp then runs its own
+// tiles read) in shared memory, either whole, once, or (when the slice's
+// activations would not fit, from M = 16 or so) in windows of a few stages
+// through two buffers, the next window queued as one starts, with a CTA
+// barrier per window. Each warp then runs its own
 // cp.async pipeline over its rows: a stage is SC chunks of all 32 rows, each
 // row a contiguous run of SC·64 bytes (whole cache lines; loading the
 // 64-byte pieces the fragments need straight into registers reached only
@@ -244,12 +247,13 @@ struct Copies {
 };
 
 // stage_multiply multiplies the chunks of ring slot `slot` (stage st of the
-// slice) into the accumulators. kFull: all SC chunks are inside the slice,
-// so there is no per-chunk test and the compiler may interleave them.
+// slice) into the accumulators; the stage's activations start xoff words
+// past xl. kFull: all SC chunks are inside the slice, so there is no
+// per-chunk test and the compiler may interleave them.
 template <typename T, int NT, int SC, bool kFull>
 __device__ __forceinline__ void stage_multiply(float (&acc)[NT][2][4], const char* slot,
-                                               const uint32_t* const (&xl)[NT], int st, int nc, int g, int tig,
-                                               int lane) {
+                                               const uint32_t* const (&xl)[NT], int xoff, int st, int nc, int g,
+                                               int tig, int lane) {
   using S = Stage<SC>;
 #pragma unroll
   for (int i = 0; i < SC; ++i) {
@@ -272,7 +276,7 @@ __device__ __forceinline__ void stage_multiply(float (&acc)[NT][2][4], const cha
       ch.w[3] = m1.y;
       const uint32_t* xc[NT];
 #pragma unroll
-      for (int t = 0; t < NT; ++t) xc[t] = xl[t] + cl * kChunkWords;
+      for (int t = 0; t < NT; ++t) xc[t] = xl[t] + xoff + i * kChunkWords;
       multiply<T, NT>(acc, ch, xc, lane);
     }
   }
@@ -383,10 +387,31 @@ __device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, in
   }
 }
 
+// stage_x queues window w of the slice's activations (chunks [w·xw,
+// min((w+1)·xw, nc)) of tokens 0 … rows-1, and a row of zeros) into X
+// buffer xb with 4-byte cp.async copies, each word straight to its
+// permuted slot: no register round trip, so a thread's copies are all in
+// flight at once. Warp `warp` copies chunks warp, warp+warps, … of every
+// row, one word per lane.
+__device__ __forceinline__ void stage_x(uint32_t* xb, const uint16_t* __restrict__ X, int K, int c0, int w, int xw,
+                                        int nc, int rows, int ts, int warp, int warps, int lane) {
+  const int first = w * xw;
+  const int cnt = min(xw, nc - first);
+  for (int tok = 0; tok <= rows; ++tok) {
+    const bool ok = tok < rows;
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(X + static_cast<size_t>(ok ? tok : 0) * K) +
+                          (c0 + first) * kChunkWords + lane;
+    uint32_t* dst = xb + tok * ts + slot_of(lane);
+    for (int lc = warp; lc < cnt; lc += warps) {
+      cp_async4(dst + lc * kChunkWords, ok ? src + lc * kChunkWords : src, ok);
+    }
+  }
+}
+
 template <typename T, int NT, int SC>
 __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __restrict__ X,
                                        const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
-                                       float* __restrict__ W, int M, int N, int K) {
+                                       float* __restrict__ W, int M, int N, int K, int xwin) {
   using S = Stage<SC>;
   constexpr int ST = S::kDepth;
   constexpr int kTokens = 8 * NT;
@@ -401,25 +426,18 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   const int c0 = blockIdx.y * cps;
   const int nc = min(cps, chunks - c0);  // ≥ 1 for the Go planner's grids; ≤ 0 adds zeros
   const int nst = (nc + SC - 1) / SC;    // pipeline stages of the slice
-  const int ts = cps * kChunkWords + kPadWords;
+  // Activations: the whole slice in one buffer (xwin = 0), or windows of
+  // xw chunks through two buffers.
+  const bool windowed = xwin > 0 && xwin < cps;
+  const int xw = windowed ? xwin : cps;
+  const int ts = xw * kChunkWords + kPadWords;
   const int rows = min(M, kTokens);  // token rows of X staged; row `rows` is zeros
-  // Layout: the warps' rings, then X (rows + 1 token rows of ts words).
+  const int xbuf = (rows + 1) * ts;  // words of one X buffer
+  // Layout: the warps' rings, then the X buffer(s).
   char* ring = smem + warp * ST * S::kBytes;
   uint32_t* xs = reinterpret_cast<uint32_t*>(smem + warps * ST * S::kBytes);
 
-  // Stage X[0..rows)[c0·64 .. (c0+nc)·64) and a row of zeros with 4-byte
-  // cp.async copies, each word straight to its permuted slot: no register
-  // round trip, so the copies of a thread are all in flight at once. Warp w
-  // copies chunks w, w+warps, ... of every row, one word per lane.
-  for (int tok = 0; tok <= rows; ++tok) {
-    const bool ok = tok < rows;
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(X + static_cast<size_t>(ok ? tok : 0) * K) +
-                          c0 * kChunkWords + lane;
-    uint32_t* dst = xs + tok * ts + slot_of(lane);
-    for (int lc = warp; lc < nc; lc += warps) {
-      cp_async4(dst + lc * kChunkWords, ok ? src + lc * kChunkWords : src, ok);
-    }
-  }
+  stage_x(xs, X, K, c0, 0, xw, nc, rows, ts, warp, warps, lane);
   cp_async_commit();
 
   // Start the weight stream before waiting for X. Warps past N only help
@@ -428,24 +446,20 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   const bool active = rb < N / 32;
   const Copies<SC> cp(P, U, N, K, active ? rb : 0, c0, static_cast<uint32_t>(__cvta_generic_to_shared(ring)),
                       lane);
-  if (active) {
 #pragma unroll
-    for (int s = 0; s < ST - 1; ++s) {
-      if (s < nst) {
-        if ((s + 1) * SC <= nc) {
-          cp.template issue<true>(s, nc, s * S::kBytes);
-        } else {
-          cp.template issue<false>(s, nc, s * S::kBytes);
-        }
+  for (int s = 0; s < ST - 1; ++s) {
+    if (active && s < nst) {
+      if ((s + 1) * SC <= nc) {
+        cp.template issue<true>(s, nc, s * S::kBytes);
+      } else {
+        cp.template issue<false>(s, nc, s * S::kBytes);
       }
-      cp_async_commit();
     }
-    cp_async_wait<ST - 1>();  // this thread's X copies (the oldest group)
-  } else {
-    cp_async_wait<0>();
+    cp_async_commit();
   }
+  cp_async_wait<ST - 1>();  // this thread's copies of X window 0 (the oldest group)
   __syncthreads();
-  if (!active) return;
+  if (!active && !windowed) return;
 
   const int g = lane >> 2;
   const int tig = lane & 3;
@@ -462,14 +476,32 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[t][s][i] = 0.f;
 
+  // Position of stage st's activations: window win (in buffer win % 2),
+  // chunk pos of it. Windows hold a whole number of stages (xw % SC == 0
+  // when windowed), and window w+1 is queued when window w starts, at
+  // least ST-1 stages (xw ≥ (ST-1)·SC) before it is read, so the wait
+  // below has completed its copies by then.
+  int win = 0, pos = 0;
   for (int st = 0; st < nst; ++st) {
     // Stage st has landed (this lane's copies) and every lane is done with
     // slot (st-1) % ST: make both visible across the warp, then refill
     // that slot with stage st+ST-1.
     cp_async_wait<ST - 2>();
-    __syncwarp();
+    if (pos == xw) {
+      // A new window: every warp is done with the previous one, whose
+      // buffer takes the window after this one, and this one's copies
+      // (each thread waited for its own) are visible to all.
+      ++win;
+      pos = 0;
+      __syncthreads();
+    } else {
+      __syncwarp();
+    }
+    if (windowed && pos == 0 && (win + 1) * xw < nc) {
+      stage_x(xs + ((win + 1) & 1) * xbuf, X, K, c0, win + 1, xw, nc, rows, ts, warp, warps, lane);
+    }
     const int next = st + ST - 1;
-    if (next < nst) {
+    if (active && next < nst) {
       if ((next + 1) * SC <= nc) {
         cp.template issue<true>(next, nc, (next % ST) * S::kBytes);
       } else {
@@ -477,14 +509,19 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
       }
     }
     cp_async_commit();
-    const char* slot = ring + (st % ST) * S::kBytes;
-    if ((st + 1) * SC <= nc) {
-      stage_multiply<T, NT, SC, true>(acc, slot, xl, st, nc, g, tig, lane);
-    } else {
-      stage_multiply<T, NT, SC, false>(acc, slot, xl, st, nc, g, tig, lane);
+    if (active) {
+      const char* slot = ring + (st % ST) * S::kBytes;
+      const int xoff = (win & 1) * xbuf + pos * kChunkWords;
+      if ((st + 1) * SC <= nc) {
+        stage_multiply<T, NT, SC, true>(acc, slot, xl, xoff, st, nc, g, tig, lane);
+      } else {
+        stage_multiply<T, NT, SC, false>(acc, slot, xl, xoff, st, nc, g, tig, lane);
+      }
     }
+    pos += SC;
   }
   cp_async_wait<0>();
+  if (!active) return;
 
   // One slice: the sums are final. Several: this slice's part of them goes
   // to the workspace, the same [token][row] layout as Y.
@@ -527,19 +564,22 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
 
 // gemv_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/32 / warps), slices),
 // block 32·warps (≤ 256), dynamic shared memory
-// warps·ST·Stage<SC>::kBytes + 4·(min(M, 8·NT) + 1)·(cps·32 + 4) bytes with
-// cps = ceil(K/64 / slices). NT is the number of 8-token tiles (M ≤ 8·NT),
-// SC the chunks per pipeline stage. Y is f32 [M][N], written with plain
-// stores, 16-byte aligned; X is [M][K]; P (packed) is [N][K/2]; U is the
-// stored meta viewed as uint32 (N·K/32 words). W (several slices only;
-// unused with one) is the f32 workspace [slices][M][N], 16-byte aligned,
-// preceded by the N/32 u32 ticket counters, all zero at launch and left
-// zero.
+// warps·ST·Stage<SC>::kBytes + B·4·(min(M, 8·NT) + 1)·(xw·32 + 4) bytes with
+// cps = ceil(K/64 / slices) and, for xwin = 0 or xwin ≥ cps (the slice's
+// activations staged whole), xw = cps and B = 1, else (staged in windows
+// of xwin chunks through two buffers) xw = xwin and B = 2; a window size
+// must then be a multiple of SC and at least (ST-1)·SC. NT is the number
+// of 8-token tiles (M ≤ 8·NT), SC the chunks per pipeline stage. Y is f32
+// [M][N], written with plain stores, 16-byte aligned; X is [M][K]; P
+// (packed) is [N][K/2]; U is the stored meta viewed as uint32 (N·K/32
+// words). W (several slices only; unused with one) is the f32 workspace
+// [slices][M][N], 16-byte aligned, preceded by the N/32 u32 ticket
+// counters, all zero at launch and left zero.
 #define SFS_GEMV(name, T, NT, SC)                                                                             \
   extern "C" __global__ void __launch_bounds__(sfs::gemv::kMaxThreads)                                       \
       name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,            \
-           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K) {                     \
-    sfs::gemv::kernel<T, NT, SC>(Y, X, P, U, W, M, N, K);                                                    \
+           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin) {           \
+    sfs::gemv::kernel<T, NT, SC>(Y, X, P, U, W, M, N, K, xwin);                                              \
   }
 #define SFS_GEMV_SC(SC)                              \
   SFS_GEMV(gemv_bf16_t1_s##SC, sfs::BF16, 1, SC)     \

@@ -1,0 +1,280 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+)
+
+// gemvModel is planGemv's cost model of the decode kernel: the busiest
+// SM's time, in units of the time an SM takes to stream one warp's chunk
+// (32 rows × 64 columns: 2304 bytes, about 100 ns at a 132nd of 3 TB/s).
+type gemvModel struct {
+	fixedWork int // each wave of CTAs an SM runs (launch, first stage's latency)
+	// smPeak is the percentage of its share of the memory bandwidth (the
+	// copy rate over the SMs) one SM can stream when others stream less
+	// or idle.
+	smPeak        int
+	sc4Percent    int // the cost of 4-chunk stages (longer runs per row) against 2-chunk ones
+	inFlight      int // weight bytes an SM must keep in flight to stream at its share
+	residentWarps int // warps an SM must run to keep its schedulers issuing
+	ctaCost       int // each CTA an SM runs, beyond its chunks (fill, drain, stores)
+	// stageCost is the copies of activations per unit ((m+1)·chunks 4-byte
+	// copies per lane): those staged before a CTA starts (a whole slice, or
+	// the first window), and windowStage those queued while it streams
+	// (the later windows), which cost only their instructions.
+	stageCost   int
+	windowStage int
+	windowCost  int // each window after the first (a CTA barrier)
+	sliceCost   int // each slice of a launch of several
+	// tailWork is the split-K tail of a launch of several slices (the
+	// ticket and the first batch of the last warp's sum: two L2 round
+	// trips), tailBatch each further batch of loads (one round trip).
+	tailWork  int
+	tailBatch int
+}
+
+// defaultGemvModel returns the model planGemv uses. Its constants were
+// fitted (TestGemvModelFit: coordinate descent from 40 starts) to the
+// 11162 plans BenchmarkGPUDecodeSweep timed on an H100 for the Llama-3
+// shapes (testdata/gemv-sweep-h100.txt.gz): among the timed plans of each
+// shape and token count, the one it rates cheapest is 1.8% slower than
+// the fastest on average and 9.6% at worst (8B q_o, m = 16), where the
+// H200-fitted model before the windows were added was 4.1% and 42%
+// (TestGemvModelReplay). The fit has twelve constants for 42 cases, so
+// treat them as a description of that GPU, not as physics; fixedWork was
+// held at 8 or more (0 fitted as well, but the sweep has few plans of
+// several waves to tell). On 8B gate_up at m ≤ 8 the model still misses
+// the fastest plan (one slice of 4-warp CTAs: 112 of 132 SMs stream at
+// 85% of the copy rate) by 5-7%.
+func defaultGemvModel() gemvModel {
+	return gemvModel{
+		fixedWork:     8,
+		smPeak:        100,
+		sc4Percent:    102,
+		inFlight:      128 << 10,
+		residentWarps: 5,
+		ctaCost:       24,
+		stageCost:     16,
+		windowStage:   16,
+		windowCost:    1,
+		sliceCost:     1,
+		tailWork:      10,
+		tailBatch:     2,
+	}
+}
+
+// cost returns the model's time for the decode kernel on m tokens and an
+// n × k weight with stages of sc chunks, CTAs of w warps, slices of cps
+// chunks and windows of xw chunks of activations (0: staged whole), on a
+// device with limits lim:
+//
+//	ceil(CTAs / (SMs·occupancy))·fixedWork
+//	  + max(all chunks / SMs, the busiest SM's chunks·100/smPeak)
+//	  + ceil(CTAs/SMs)·(staging + ctaCost + windowCost·(windows-1)),
+//
+// scaled up when an SM runs fewer than residentWarps warps or they keep
+// fewer than inFlight bytes in flight, and by sc4Percent for 4-chunk
+// stages; with several slices plus sliceCost per slice, the tail and the
+// SM's share of the partial sums' bytes (written once, read once).
+func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, cps, xw int) int {
+	tiles := 1
+	for 8*tiles < m {
+		tiles *= 2
+	}
+	s := ceilDiv(k/gemvChunk, cps)
+	smem := gemvSmem(m, sc, w, cps, xw)
+	ctas := ceilDiv(n/32, w) * s
+	occ := max(1, lim.perSM/(smem+1024))
+	perSM := ceilDiv(ctas, lim.sms) // CTAs the busiest SM runs
+	staging, windows := ceilDiv((m+1)*cps, md.stageCost), 1
+	if xw > 0 {
+		windows = ceilDiv(cps, xw)
+		staging = ceilDiv((m+1)*xw, md.stageCost) + ceilDiv((m+1)*(cps-xw), md.windowStage)
+	}
+	stream := max(ceilDiv(n/32*(k/gemvChunk), lim.sms), ceilDiv(perSM*w*cps*100, md.smPeak))
+	cost := ceilDiv(ctas, lim.sms*occ)*md.fixedWork + stream +
+		perSM*(staging+md.ctaCost+md.windowCost*(windows-1))
+	resident := min(occ, perSM) * w
+	inFlight := resident * (gemvDepth(sc) - 1) * gemvStageBytes(sc)
+	cost = max(cost, ceilDiv(cost*md.inFlight, inFlight), ceilDiv(cost*md.residentWarps, resident))
+	if sc == 4 {
+		cost = ceilDiv(cost*md.sc4Percent, 100)
+	}
+	if s > 1 {
+		cost += md.sliceCost*s + md.tailWork + md.tailBatch*(gemvReduceBatches(m, tiles, s)-1) +
+			ceilDiv(2*4*s*m*n, lim.sms*gemvChunkBytes)
+	}
+	return cost
+}
+
+// gemvOptions force parts of a decode-kernel plan (benchmarks and tests);
+// zero fields are planGemv's choice.
+type gemvOptions struct {
+	sc     int // chunks per pipeline stage: 2 or 4
+	warps  int // warps per CTA, 1 … gemvMaxWarps
+	splits int // slices of k, rounded so that none is empty
+	// window stages a slice's activations in windows of gemvWindow(sc)
+	// chunks (1) or whole (-1).
+	window int
+	// force runs the decode kernel where SparseMatmul, whose options are
+	// all zero, would hand the product to the tiled kernel
+	// (gemvPrefersTiled); any non-zero option does too.
+	force bool
+}
+
+// gemvPlan is one launch of the decode kernel.
+type gemvPlan struct {
+	tiles  int // 8-token tiles: 1, 2, 4 or 8
+	sc     int // chunks per pipeline stage
+	warps  int // warps per CTA, each owning 32 weight rows
+	splits int // slices of K (grid.y); more than one uses the workspace
+	cps    int // 64-column chunks per slice, ceil(k/64 / splits) (the last may hold fewer)
+	xw     int // chunks per window of activations, or 0: the slice's staged whole
+	smem   int // dynamic shared memory in bytes
+	// work is the Device's split-K workspace, the same for all its plans;
+	// nil until gemvPlanFor caches the plan.
+	work *gemvWork
+}
+
+// grid returns the launch grid of p for n weight rows.
+func (p gemvPlan) grid(n int) dim3 {
+	return dim3{uint32(ceilDiv(n/32, p.warps)), uint32(p.splits), 1}
+}
+
+// gemvStageBytes and gemvDepth mirror Stage<SC> in cuda/gemv.cuh: the bytes
+// of one warp's pipeline stage (32 rows of sc chunks, then the meta of 2·sc
+// k-tiles) and the stages in its ring.
+func gemvStageBytes(sc int) int { return 32*sc*64 + 2*sc*128 }
+func gemvDepth(sc int) int {
+	if sc == 2 {
+		return 4
+	}
+	return 3
+}
+
+// gemvWindow returns the chunks of a window of activations for stages of
+// sc chunks: the least the kernel allows, the stages its ring keeps in
+// flight (the next window is queued as one starts and must have landed
+// when it is reached).
+func gemvWindow(sc int) int { return sc * (gemvDepth(sc) - 1) }
+
+// gemvSmem returns the dynamic shared memory of a CTA for m tokens: the
+// warps' rings, then the activations of the m tokens and a row of zeros,
+// over cps chunks (xw = 0) or in two windows of xw chunks.
+func gemvSmem(m, sc, warps, cps, xw int) int {
+	ring := warps * gemvDepth(sc) * gemvStageBytes(sc)
+	if xw > 0 {
+		return ring + 2*4*(m+1)*(xw*gemvChunkWords+gemvPadWords)
+	}
+	return ring + 4*(m+1)*(cps*gemvChunkWords+gemvPadWords)
+}
+
+// errGemvPlan wraps the reasons planGemv refuses a shape.
+var errGemvPlan = errors.New("no decode-kernel plan")
+
+// gemvReduceBatches returns the batches of loads in which the last warp of
+// a row block adds up s slices of partial sums for m tokens in tiles 8-token
+// tiles: reduce in cuda/gemv.cuh keeps 16 loads per lane in flight, over
+// the tokens (2·tiles per lane) from m = 4, else over the slices.
+func gemvReduceBatches(m, tiles, s int) int {
+	if m >= 4 {
+		return ceilDiv(s, max(1, 16/(2*tiles)))
+	}
+	return ceilDiv(ceilDiv(s, 4), 4)
+}
+
+// planGemv chooses the launch of the decode kernel for m tokens and an
+// n × k weight on a device with limits lim; o forces parts of it.
+//
+// It tries both stage sizes, every CTA size (from gemvMinWarps warps),
+// every slice length, and the activations staged whole (every slice length
+// that fits in shared memory) or in windows (any slice length), and keeps
+// the one of least cost under defaultGemvModel. Ties go to fewer slices,
+// then to larger CTAs (activations staged once for more rows), then to
+// 2-chunk stages, then to activations staged whole.
+func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
+	return defaultGemvModel().plan(m, n, k, lim, o)
+}
+
+// plan is planGemv under model md.
+func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
+	if m < 1 || m > gemvMaxTokens || n < 32 || n%32 != 0 || k < gemvChunk || k%gemvChunk != 0 {
+		return gemvPlan{}, fmt.Errorf("%w: m = %d, n = %d, k = %d", errGemvPlan, m, n, k)
+	}
+	if o.warps < 0 || o.warps > gemvMaxWarps || o.splits < 0 || o.window < -1 || o.window > 1 {
+		return gemvPlan{}, fmt.Errorf("%w: %d warps, %d splits, window %d", errGemvPlan, o.warps, o.splits, o.window)
+	}
+	if lim.sms < 1 || lim.smem < 1 || lim.perSM < lim.smem {
+		return gemvPlan{}, fmt.Errorf("%w: device limits %+v", errGemvPlan, lim)
+	}
+	scs := []int{2, 4}
+	switch o.sc {
+	case 0:
+	case 2, 4:
+		scs = []int{o.sc}
+	default:
+		return gemvPlan{}, fmt.Errorf("%w: %d chunks per stage", errGemvPlan, o.sc)
+	}
+	tiles := 1
+	for 8*tiles < m {
+		tiles *= 2
+	}
+	chunks := k / gemvChunk
+	best, bestCost := gemvPlan{}, -1
+	for _, sc := range scs {
+		for w := gemvMaxWarps; w >= 1; w-- {
+			if o.warps != 0 && w != o.warps || o.warps == 0 && w < gemvMinWarps {
+				continue
+			}
+			for _, windowed := range []bool{false, true} {
+				if o.window == 1 && !windowed || o.window == -1 && windowed {
+					continue
+				}
+				xw, maxCPS := 0, 0
+				if windowed {
+					xw = gemvWindow(sc)
+					if gemvSmem(m, sc, w, 0, xw) <= lim.smem {
+						maxCPS = chunks
+					}
+				} else {
+					ring := w * gemvDepth(sc) * gemvStageBytes(sc)
+					maxCPS = min(((lim.smem-ring)/(4*(m+1))-gemvPadWords)/gemvChunkWords, chunks)
+				}
+				lo, hi := 1, maxCPS
+				if o.splits != 0 {
+					lo = ceilDiv(chunks, min(o.splits, chunks))
+					hi = lo
+				}
+				for cps := hi; cps >= lo && cps <= maxCPS; cps-- {
+					s := ceilDiv(chunks, cps)
+					if s > maxGridY {
+						break
+					}
+					if cps > ceilDiv(chunks, s) {
+						continue // the same slices as a shorter cps
+					}
+					if windowed && cps <= xw {
+						continue // one window: the slice staged whole
+					}
+					pxw := 0
+					if windowed {
+						pxw = xw
+					}
+					cost := md.cost(m, n, k, lim, sc, w, cps, pxw)
+					if bestCost < 0 || cost < bestCost || cost == bestCost &&
+						(s < best.splits || s == best.splits && (w > best.warps || w == best.warps &&
+							(sc < best.sc || sc == best.sc && pxw < best.xw))) {
+						best = gemvPlan{tiles: tiles, sc: sc, warps: w, splits: s, cps: cps, xw: pxw,
+							smem: gemvSmem(m, sc, w, cps, pxw)}
+						bestCost = cost
+					}
+				}
+			}
+		}
+	}
+	if bestCost < 0 {
+		return gemvPlan{}, fmt.Errorf("%w: m = %d, k = %d with %+v does not fit in %d bytes of shared memory",
+			errGemvPlan, m, k, o, lim.smem)
+	}
+	return best, nil
+}

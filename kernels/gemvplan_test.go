@@ -1,0 +1,187 @@
+package kernels
+
+import (
+	"bufio"
+	"compress/gzip"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+)
+
+// sweepPlan is one decode-kernel plan BenchmarkGPUDecodeSweep timed.
+type sweepPlan struct {
+	sc, w, cps, xw int
+	us             float64
+}
+
+// sweepCase is one shape and token count of a sweep and its timed plans.
+type sweepCase struct {
+	name    string
+	m, n, k int
+	plans   []sweepPlan
+}
+
+// loadSweep reads a gzipped sweep log: after comment lines, one plan per
+// line as BenchmarkGPUDecodeSweep logs it ("sweep
+// llama3-8b/q_o_4096x4096 m=1 sc=2 w=8 s=8 cps=8 xw=0 us=11.28").
+func loadSweep(t testing.TB, path string) []sweepCase {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []sweepCase
+	index := map[string]int{}
+	sc := bufio.NewScanner(z)
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if strings.HasPrefix(text, "#") {
+			continue
+		}
+		var kind, shape string
+		var m, s, n, k int
+		var p sweepPlan
+		if _, err := fmt.Sscanf(text, "%s %s m=%d sc=%d w=%d s=%d cps=%d xw=%d us=%g",
+			&kind, &shape, &m, &p.sc, &p.w, &s, &p.cps, &p.xw, &p.us); err != nil {
+			t.Fatalf("%s:%d: %v: %q", path, line, err, text)
+		}
+		if i := strings.LastIndexByte(shape, '_'); i < 0 {
+			t.Fatalf("%s:%d: shape %q", path, line, shape)
+		} else if _, err := fmt.Sscanf(shape[i+1:], "%dx%d", &n, &k); err != nil {
+			t.Fatalf("%s:%d: shape %q: %v", path, line, shape, err)
+		}
+		key := fmt.Sprintf("%s m=%d", shape, m)
+		j, ok := index[key]
+		if !ok {
+			j = len(cases)
+			index[key] = j
+			cases = append(cases, sweepCase{name: key, m: m, n: n, k: k})
+		}
+		cases[j].plans = append(cases[j].plans, p)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+// replay returns how much slower than the best timed plan of each case the
+// timed plan of least cost under md is: the mean and the worst fraction
+// over cases, and the worst case.
+func replay(md gemvModel, lim gemvLimits, cases []sweepCase) (mean, worst float64, worstCase string) {
+	for _, c := range cases {
+		best, pick, pickCost := c.plans[0].us, -1, 0
+		for i, p := range c.plans {
+			best = min(best, p.us)
+			cost := md.cost(c.m, c.n, c.k, lim, p.sc, p.w, p.cps, p.xw)
+			if pick < 0 || cost < pickCost {
+				pick, pickCost = i, cost
+			}
+		}
+		r := c.plans[pick].us/best - 1
+		mean += r / float64(len(cases))
+		if r > worst {
+			worst, worstCase = r, fmt.Sprintf("%s (%+v: %.1f µs, best %.1f µs)", c.name, c.plans[pick], c.plans[pick].us, best)
+		}
+	}
+	return mean, worst, worstCase
+}
+
+// h100Limits are an H100's (and H200's) limits as planGemv sees them.
+var h100Limits = gemvLimits{sms: 132, smem: 232448, perSM: 233472}
+
+// TestGemvModelReplay replays the H100 sweep through planGemv's cost
+// model: among the timed plans of each Llama-3 shape and token count, the
+// one the model rates cheapest must be close to the fastest.
+func TestGemvModelReplay(t *testing.T) {
+	cases := loadSweep(t, "testdata/gemv-sweep-h100.txt.gz")
+	if len(cases) != 42 {
+		t.Fatalf("%d cases, want 6 shapes × 7 token counts", len(cases))
+	}
+	mean, worst, which := replay(defaultGemvModel(), h100Limits, cases)
+	t.Logf("default model: %.1f%% slower than the best timed plan on average, at worst %.1f%%: %s",
+		100*mean, 100*worst, which)
+	if mean > 0.025 || worst > 0.12 {
+		t.Errorf("the model's choices are %.1f%% slower on average (want ≤ 2.5%%), %.1f%% at worst (want ≤ 12%%): %s",
+			100*mean, 100*worst, which)
+	}
+}
+
+// TestGemvModelFit searches the cost model's constants for the least mean
+// slowdown over the H100 sweep (coordinate descent over a few values per
+// constant, from the default model) and prints them. It is a tool, not a
+// check: run it with SFSURGERY_FIT=1 after a new sweep.
+func TestGemvModelFit(t *testing.T) {
+	if os.Getenv("SFSURGERY_FIT") == "" {
+		t.Skip("set SFSURGERY_FIT=1 to fit the decode planner's cost model")
+	}
+	cases := loadSweep(t, "testdata/gemv-sweep-h100.txt.gz")
+	md := defaultGemvModel()
+	fields := []struct {
+		name string
+		p    *int
+		vals []int
+	}{
+		{"fixedWork", &md.fixedWork, []int{8, 12, 16, 24, 32, 48, 64}},
+		{"smPeak", &md.smPeak, []int{100, 110, 120, 130, 140, 150, 175, 200, 250}},
+		{"sc4Percent", &md.sc4Percent, []int{85, 90, 93, 95, 97, 98, 100, 102}},
+		{"inFlight", &md.inFlight, []int{16 << 10, 32 << 10, 48 << 10, 64 << 10, 96 << 10, 128 << 10, 192 << 10}},
+		{"residentWarps", &md.residentWarps, []int{1, 2, 3, 4, 5, 6, 8, 10, 12}},
+		{"ctaCost", &md.ctaCost, []int{0, 2, 4, 8, 12, 16, 24, 32}},
+		{"stageCost", &md.stageCost, []int{2, 4, 6, 8, 12, 16, 24, 32}},
+		{"windowStage", &md.windowStage, []int{4, 8, 16, 32, 64, 128, 1 << 20}},
+		{"windowCost", &md.windowCost, []int{0, 1, 2, 4, 8, 16}},
+		{"sliceCost", &md.sliceCost, []int{0, 1, 2, 4, 8}},
+		{"tailWork", &md.tailWork, []int{0, 5, 10, 20, 30, 40}},
+		{"tailBatch", &md.tailBatch, []int{0, 2, 4, 8, 12, 16, 24}},
+	}
+	score := func() (float64, float64) {
+		mean, worst, _ := replay(md, h100Limits, cases)
+		return mean, worst
+	}
+	better := func(mean, worst, bestMean, bestWorst float64) bool {
+		return mean < bestMean-1e-9 || mean < bestMean+1e-9 && worst < bestWorst-1e-9
+	}
+	// descend improves one constant at a time until none helps.
+	descend := func() (float64, float64) {
+		bestMean, bestWorst := score()
+		for improved := true; improved; {
+			improved = false
+			for _, f := range fields {
+				keep := *f.p
+				for _, v := range f.vals {
+					*f.p = v
+					if mean, worst := score(); better(mean, worst, bestMean, bestWorst) {
+						bestMean, bestWorst, keep, improved = mean, worst, v, true
+					}
+				}
+				*f.p = keep
+			}
+		}
+		return bestMean, bestWorst
+	}
+	bestMean, bestWorst := score()
+	t.Logf("start: mean %.2f%%, worst %.1f%%", 100*bestMean, 100*bestWorst)
+	bestModel := md
+	rng := rand.New(rand.NewPCG(1, 2))
+	for start := range 40 {
+		if start > 0 { // a random start
+			for _, f := range fields {
+				*f.p = f.vals[rng.IntN(len(f.vals))]
+			}
+		}
+		if mean, worst := descend(); better(mean, worst, bestMean, bestWorst) {
+			bestMean, bestWorst, bestModel = mean, worst, md
+		}
+	}
+	md = bestModel
+	mean, worst, which := replay(md, h100Limits, cases)
+	t.Logf("fitted: %+v\nmean %.2f%%, worst %.1f%%: %s", md, 100*mean, 100*worst, which)
+}
