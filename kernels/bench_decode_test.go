@@ -57,6 +57,17 @@ func benchDecode(b *testing.B, d *Device, busy [2]*Buffer, queue func(i int) err
 	return per
 }
 
+// copyPrefix queues a device-to-device copy of the first n bytes of src
+// into dst.
+func copyPrefix(d *Device, dst, src *Buffer, n int64) error {
+	return d.do(func() error {
+		if err := d.operands("copyPrefix", operand{dst, "dst", n}, operand{src, "src", n}); err != nil {
+			return err
+		}
+		return d.drv.check("cuMemcpyDtoDAsync_v2", d.drv.cuMemcpyDtoDA(dst.ptr, src.ptr, uint64(n), d.stream))
+	})
+}
+
 // rotation returns copies of buf (itself first) totalling at least
 // benchRotateBytes.
 func rotation(b *testing.B, d *Device, buf *Buffer) []*Buffer {
@@ -109,13 +120,17 @@ func benchBusy(b *testing.B, d *Device) [2]*Buffer {
 }
 
 // BenchmarkGPUDecode times SparseMatmul's choice (auto), the decode kernel
-// (its default plan, the best plan with 2-chunk stages and the best with
-// 8-warp CTAs), the general sparse kernel and DenseMatmul on the Llama-3
-// projections at decode token counts, in BF16 (and F16 for 8B gate_up),
-// rotating weight copies so that L2 holds none of them. It measures the device-to-device copy bandwidth first and reports,
-// per sparse variant, the bytes it must move (packed + meta + x + y) over
-// its time as a percentage of that bandwidth (dense: the dense weight's
-// bytes). kernels/scripts/decode_table.awk tabulates the log.
+// (its default plan, and the best plan that stages each slice's
+// activations whole), the general sparse kernel and DenseMatmul on the
+// Llama-3 projections at decode token counts, in BF16 (and F16 for 8B
+// gate_up), rotating weight copies so that L2 holds none of them, and
+// beside them a device-to-device copy that moves the same bytes as the
+// sparse product (memcpy: half of them read, half written), whose fixed
+// cost per call is the floor of any kernel's. It measures the
+// device-to-device copy bandwidth of a 1 GiB copy first and reports, per
+// variant, the bytes the sparse product must move (packed + meta + x + y)
+// over its time as a percentage of that bandwidth (dense: the dense
+// weight's bytes). kernels/scripts/decode_table.awk tabulates the log.
 func BenchmarkGPUDecode(b *testing.B) {
 	d := openGPU(b)
 	rng := rand.New(rand.NewPCG(11, 11))
@@ -132,6 +147,7 @@ func BenchmarkGPUDecode(b *testing.B) {
 		packs, metas, denses := rotation(b, d, w.dPack), rotation(b, d, w.dMeta), rotation(b, d, w.dDense)
 		x := upload16(b, d, randDense(rng, s.dt, gemvMaxTokens*s.k))
 		y := alloc(b, d, 4*gemvMaxTokens*s.n)
+		sink := alloc(b, d, s.n*s.k)
 		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
 			sparseBytes := float64(s.n*s.k + s.n*s.k/8 + 2*m*s.k + 4*m*s.n)
 			denseBytes := float64(2*s.n*s.k + 2*m*s.k + 4*m*s.n)
@@ -141,8 +157,7 @@ func BenchmarkGPUDecode(b *testing.B) {
 			}{
 				{"auto", sparseChoice{}},
 				{"decode", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{force: true}}},
-				{"decode-sc2", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2}}},
-				{"decode-w8", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{warps: 8}}},
+				{"decode-whole", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{window: -1}}},
 				{"general", sparseChoice{kernel: sparseGeneral}},
 			}
 			for _, v := range variants {
@@ -153,6 +168,13 @@ func BenchmarkGPUDecode(b *testing.B) {
 					b.ReportMetric(100*sparseBytes/per.Seconds()/copyBW, "%copy")
 				})
 			}
+			b.Run(fmt.Sprintf("%s/m=%d/memcpy", name, m), func(b *testing.B) {
+				half := int64(sparseBytes / 2) // < n·k: inside a packed copy
+				per := benchDecode(b, d, busy, func(i int) error {
+					return copyPrefix(d, sink, packs[i%len(packs)], half)
+				})
+				b.ReportMetric(100*sparseBytes/per.Seconds()/copyBW, "%copy")
+			})
 			b.Run(fmt.Sprintf("%s/m=%d/dense", name, m), func(b *testing.B) {
 				per := benchDecode(b, d, busy, func(i int) error {
 					return d.DenseMatmul(y, x, denses[i%len(denses)], s.dt, m, s.n, s.k)
@@ -160,7 +182,7 @@ func BenchmarkGPUDecode(b *testing.B) {
 				b.ReportMetric(100*denseBytes/per.Seconds()/copyBW, "%copy")
 			})
 		}
-		for _, bufs := range [][]*Buffer{packs[1:], metas[1:], denses[1:], {x, y}} {
+		for _, bufs := range [][]*Buffer{packs[1:], metas[1:], denses[1:], {x, y, sink}} {
 			freeAll(b, bufs...)
 		}
 		w.free(b)
@@ -221,8 +243,8 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 				if j == 0 {
 					what = "default"
 				}
-				lines = append(lines, fmt.Sprintf("%s %s m=%d sc=%d w=%d s=%d cps=%d us=%.2f", what, name, m,
-					p.sc, p.warps, p.splits, p.cps, float64(best.Nanoseconds())/1e3))
+				lines = append(lines, fmt.Sprintf("%s %s m=%d sc=%d w=%d s=%d cps=%d xw=%d us=%.2f", what, name, m,
+					p.sc, p.warps, p.splits, p.cps, p.xw, float64(best.Nanoseconds())/1e3))
 			}
 		}
 		for _, bufs := range [][]*Buffer{packs[1:], metas[1:], {x, y}} {
@@ -235,26 +257,28 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 
 // gemvSweep returns the decode-kernel plans BenchmarkGPUDecodeSweep times
 // for m tokens and an n × k weight: 2- and 4-chunk stages, 2 to 8 warps,
-// 1 to 64 slices in steps of a quarter to a half, each distinct plan once,
-// none whose partial sums (written and read) would move more bytes than
-// the weight.
+// 1 to 64 slices in steps of a quarter to a half, activations staged whole
+// and in windows, each distinct plan once, none whose partial sums
+// (written and read) would move more bytes than the weight.
 func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
-	type shape struct{ sc, warps, splits int }
+	type shape struct{ sc, warps, splits, xw int }
 	seen := map[shape]bool{}
 	var out []gemvOptions
 	for _, sc := range []int{2, 4} {
 		for w := 2; w <= gemvMaxWarps; w++ {
 			for _, s := range []int{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64} {
-				o := gemvOptions{sc: sc, warps: w, splits: s}
-				p, err := planGemv(m, n, k, lim, o)
-				if err != nil || seen[shape{sc, w, p.splits}] {
-					continue
+				for _, win := range []int{-1, 1} {
+					o := gemvOptions{sc: sc, warps: w, splits: s, window: win}
+					p, err := planGemv(m, n, k, lim, o)
+					if err != nil || seen[shape{sc, w, p.splits, p.xw}] {
+						continue
+					}
+					if p.splits > 1 && 8*p.splits*m*n > n*k*9/8 {
+						continue
+					}
+					seen[shape{sc, w, p.splits, p.xw}] = true
+					out = append(out, o)
 				}
-				if p.splits > 1 && 8*p.splits*m*n > n*k*9/8 {
-					continue
-				}
-				seen[shape{sc, w, p.splits}] = true
-				out = append(out, o)
 			}
 		}
 	}

@@ -13,8 +13,8 @@
 # the small decode tests. "bench": BenchmarkGPUDecode, summarised by
 # kernels/scripts/decode_table.awk. "sweep": BenchmarkGPUDecodeSweep,
 # summarised by kernels/scripts/decode_sweep.awk. "ncu": Nsight Compute on
-# one decode launch (Llama-3-8B gate_up, m = 1). Logs land in $OUT (at most
-# 8 files: the device tool returns no more).
+# one decode launch (Llama-3-8B gate_up, m = $NCU_M, default 1). Logs land
+# in $OUT.
 set -uo pipefail
 OUT=${OUT:?set OUT}
 fresh=0 tests=0 sanitize=0 bench=0 sweep=0 ncu=0
@@ -82,12 +82,16 @@ if [[ $sweep == 1 ]]; then
 	cut -c1-150 "$OUT/sweep.txt" | head -60
 fi
 if [[ $ncu == 1 ]]; then
-	note "ncu: gate_up 14336x4096, m = 1, default plan"
-	ncu --clock-control none --kernel-name regex:gemv --launch-count 1 --section SpeedOfLight --section WarpStateStats \
-		--section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
-		$bin -test.run '^$' -test.bench 'BenchmarkGPUDecode/BF16/llama3-8b/gate_up_14336x4096/m=1/decode$' \
-		-test.benchtime 1x >"$OUT/ncu.txt" 2>&1
-	grep -E 'gemv|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Stall|Warp Cycles|Achieved Occupancy|Registers|Shared Memory Config|Waves|L2 Hit|Mem Busy|Max Bandwidth|Issued Warp' "$OUT/ncu.txt" | head -40
+	# NCU_M: the token counts to profile (default 1).
+	for m in ${NCU_M:-1}; do
+		note "ncu: gate_up 14336x4096, m = $m, default plan"
+		ncu --clock-control none --kernel-name regex:'gemv|spmm' --launch-count 1 --section SpeedOfLight \
+			--section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+			--section InstructionStats --section LaunchStats --section Occupancy \
+			$bin -test.run '^$' -test.bench "BenchmarkGPUDecode/BF16/llama3-8b/gate_up_14336x4096/m=$m/decode\$" \
+			-test.benchtime 1x >"$OUT/ncu-m$m.txt" 2>&1
+		grep -E 'gemv|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Stall|Warp Cycles|Achieved Occupancy|Registers|Shared Memory Config|Waves|L2 Hit|Mem Busy|Max Bandwidth|Issued Warp|Pipe|Executed Ipc|Block Size|Grid Size|Shared Memory' "$OUT/ncu-m$m.txt" | head -50
+	done
 fi
 if [[ $sanitize == 1 ]]; then
 	for tool in memcheck racecheck; do

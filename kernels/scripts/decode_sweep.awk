@@ -4,7 +4,7 @@
 #   awk -f kernels/scripts/decode_sweep.awk bench.log
 $1 == "default" || $1 == "sweep" {
   key = $2 " " $3; us = $NF; sub(/^us=/, "", us); us += 0;
-  plan = $4 " " $5 " " $6 " " $7;
+  plan = $4 " " $5 " " $6 " " $7 " " $8;
   if (!(key in seen)) { order[++k] = key; seen[key] = 1 }
   if ($1 == "default") { def[key] = us; dplan[key] = plan; next }
   n[key]++; tm[key, n[key]] = us; pl[key, n[key]] = plan
