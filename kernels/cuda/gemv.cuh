@@ -391,20 +391,26 @@ __device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, in
 // min((w+1)·xw, nc)) of tokens 0 … rows-1, and a row of zeros) into X
 // buffer xb with 4-byte cp.async copies, each word straight to its
 // permuted slot: no register round trip, so a thread's copies are all in
-// flight at once. Warp `warp` copies chunks warp, warp+warps, … of every
-// row, one word per lane.
+// flight at once. Warp `warp` copies chunks warp, warp+warps, … of the
+// window, token by token down one column of slots (a copy and three
+// adds per token; at M = 64 this loop was a quarter of the kernel's
+// instructions when it walked the tokens outside), one word per lane.
 __device__ __forceinline__ void stage_x(uint32_t* xb, const uint16_t* __restrict__ X, int K, int c0, int w, int xw,
                                         int nc, int rows, int ts, int warp, int warps, int lane) {
   const int first = w * xw;
   const int cnt = min(xw, nc - first);
-  for (int tok = 0; tok <= rows; ++tok) {
-    const bool ok = tok < rows;
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(X + static_cast<size_t>(ok ? tok : 0) * K) +
-                          (c0 + first) * kChunkWords + lane;
-    uint32_t* dst = xb + tok * ts + slot_of(lane);
-    for (int lc = warp; lc < cnt; lc += warps) {
-      cp_async4(dst + lc * kChunkWords, ok ? src + lc * kChunkWords : src, ok);
+  const size_t row = static_cast<size_t>(K) / 2;  // u32 words per token
+  for (int lc = warp; lc < cnt; lc += warps) {
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(X) + (c0 + first + lc) * kChunkWords + lane;
+    uint32_t* dst = xb + lc * kChunkWords + slot_of(lane);
+    const uint32_t* src0 = src;
+#pragma unroll 4
+    for (int tok = 0; tok < rows; ++tok) {
+      cp_async4(dst, src, true);
+      src += row;
+      dst += ts;
     }
+    cp_async4(dst, src0, false);  // the row of zeros
   }
 }
 
