@@ -119,9 +119,9 @@ func benchBusy(b *testing.B, d *Device) [2]*Buffer {
 	return busy
 }
 
-// BenchmarkGPUDecode times SparseMatmul's choice (auto), the decode kernel
-// (its default plan, and the best plan that stages each slice's
-// activations whole), the general sparse kernel and DenseMatmul on the
+// BenchmarkGPUDecode times SparseMatmul's choice (auto: the decode kernel's
+// default plan), the decode kernel's best plan that stages each slice's
+// activations whole, the general sparse kernel and DenseMatmul on the
 // Llama-3 projections at decode token counts, in BF16 (and F16 for 8B
 // gate_up), rotating weight copies so that L2 holds none of them, and
 // beside them a device-to-device copy that moves the same bytes as the
@@ -156,7 +156,6 @@ func BenchmarkGPUDecode(b *testing.B) {
 				c    sparseChoice
 			}{
 				{"auto", sparseChoice{}},
-				{"decode", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{force: true}}},
 				{"decode-whole", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{window: -1}}},
 				{"general", sparseChoice{kernel: sparseGeneral}},
 			}
@@ -209,7 +208,7 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 		x := upload16(b, d, randDense(rng, BF16, gemvMaxTokens*s.k))
 		y := alloc(b, d, 4*gemvMaxTokens*s.n)
 		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
-			plans := append([]gemvOptions{{force: true}}, gemvSweep(m, s.n, s.k, d.fn.gemvLim)...)
+			plans := append([]gemvOptions{{}}, gemvSweep(m, s.n, s.k, d.fn.gemvLim)...)
 			for j, o := range plans {
 				c := sparseChoice{kernel: sparseGemv, gemv: o}
 				p, err := planGemv(m, s.n, s.k, d.fn.gemvLim, o)

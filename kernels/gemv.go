@@ -85,33 +85,6 @@ func (d *Device) loadGemv() error {
 	return nil
 }
 
-// gemvPrefersTiled reports whether SparseMatmul runs the tiled kernel
-// (cuda/spmm.cuh) instead of the decode kernel for m ≤ gemvMaxTokens tokens
-// and an n × k weight on sms SMs: from m = 33 (the decode kernel's 8-tile
-// version) when the tiled kernel's 64 × 64 tiles make at least 1.5 waves
-// of CTAs. At m = 64 on an H100 the tiled kernel took 8% less time than
-// the decode kernel's plan on Llama-3-8B gate_up (n = 14336: 1.7 waves)
-// and 7% less on -70B gate_up (n = 28672), but 12% more on -70B down
-// (n = 8192: 0.97 of a wave) and 1.4-3× more on n = 4096 and 1024, where
-// it leaves SMs idle (2026-11-22; with activations staged whole the
-// decode kernel had lost on n = 8192 as well). Between m = 33 and 63 the
-// switch is unmeasured.
-func gemvPrefersTiled(m, n int, sms int) bool {
-	return m > 32 && 2*(n/64) >= 3*sms
-}
-
-// launchTiled queues the tiled kernel, as SparseMatmul does above
-// gemvMaxTokens tokens. It runs with the context current and the mutex
-// held.
-func (d *Device) launchTiled(y, x, packed, meta *Buffer, dt DType, m, n, k int) error {
-	fn := d.fn.spmmBF16
-	if dt == F16 {
-		fn = d.fn.spmmF16
-	}
-	grid := dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
-	return d.launch("spmm", fn, grid, dim3{128, 1, 1}, y.ptr, x.ptr, packed.ptr, meta.ptr, i32(m), i32(n), i32(k))
-}
-
 // gemvWork is the workspace of split-K launches: counters u32 ticket
 // counters (one per 32-row block, zero between launches: each launch puts
 // back the ones it used), then the f32 partial sums [splits][m][n]. One
@@ -208,13 +181,9 @@ func (d *Device) gemvPlanFor(m, n, k int, o gemvOptions) (gemvPlan, error) {
 }
 
 // launchGemv queues the decode kernel for op: one launch, planned once per
-// shape, token count and options; with all options zero, the tiled kernel
-// where gemvPrefersTiled says so. The caller has checked the operands. It
+// shape, token count and options. The caller has checked the operands. It
 // runs with the context current and the mutex held.
 func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, n, k int, o gemvOptions) error {
-	if o == (gemvOptions{}) && gemvPrefersTiled(m, n, d.fn.gemvLim.sms) {
-		return d.launchTiled(y, x, packed, meta, dt, m, n, k)
-	}
 	p, err := d.gemvPlanFor(m, n, k, o)
 	if errors.Is(err, errGemvPlan) {
 		return argError("%s: %v", op, err)

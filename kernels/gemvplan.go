@@ -116,10 +116,6 @@ type gemvOptions struct {
 	// window stages a slice's activations in windows of gemvWindow(sc)
 	// chunks (1) or whole (-1).
 	window int
-	// force runs the decode kernel where SparseMatmul, whose options are
-	// all zero, would hand the product to the tiled kernel
-	// (gemvPrefersTiled); any non-zero option does too.
-	force bool
 }
 
 // gemvPlan is one launch of the decode kernel.

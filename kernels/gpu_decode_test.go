@@ -83,16 +83,6 @@ func TestPlanGemv(t *testing.T) {
 			t.Errorf("gate_up m=%d: %+v, %v", c.m, p, err)
 		}
 	}
-	// SparseMatmul hands m = 33-64 to the tiled kernel where it measured
-	// faster on an H100 (132 SMs): n = 14336 and more.
-	for _, c := range []struct {
-		m, n int
-		want bool
-	}{{64, 14336, true}, {64, 28672, true}, {33, 14336, true}, {64, 8192, false}, {64, 4096, false}, {64, 1024, false}, {32, 28672, false}} {
-		if got := gemvPrefersTiled(c.m, c.n, 132); got != c.want {
-			t.Errorf("gemvPrefersTiled(%d, %d, 132) = %v", c.m, c.n, got)
-		}
-	}
 	// The split-K tail's batches follow reduce in cuda/gemv.cuh.
 	for _, c := range []struct{ m, tiles, s, want int }{
 		{1, 1, 1, 1}, {1, 1, 16, 1}, {3, 1, 17, 2}, {1, 1, 64, 4},
@@ -197,7 +187,7 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 // one slice, both with a last window shorter than the others.
 func gemvChoices(k int) []sparseChoice {
 	c := []sparseChoice{
-		{kernel: sparseGemv, gemv: gemvOptions{force: true}},
+		{kernel: sparseGemv, gemv: gemvOptions{}},
 		{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 3, splits: 2}},
 		{kernel: sparseGemv, gemv: gemvOptions{sc: 4, warps: 1, splits: k / gemvChunk}},
 	}
@@ -450,7 +440,7 @@ func TestGPUDecodeModels(t *testing.T) {
 				defer freeAll(t, x)
 				cols := []int{0, 17, 31, s.n / 2, s.n - 1, rng.IntN(s.n)}
 				for _, m := range ms {
-					gemv := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{force: true}})
+					gemv := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{}})
 					general := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGeneral})
 					auto := runSparse(t, d, dt, w, x, m, sparseChoice{})
 					yd := poisoned(t, d, m*s.n)

@@ -14,13 +14,13 @@
   t[key, v] = us; p[key, v] = pc
 }
 END {
-  nv = split("auto decode decode-whole general memcpy dense", vs, " ");
+  nv = split("auto decode-whole general memcpy dense", vs, " ");
   printf "%-34s %-3s", "shape", "m"; for (j = 1; j <= nv; j++) printf " %11s", vs[j]; printf "\n";
   for (i = 1; i <= k; i++) { split(order[i], q, SUBSEP); printf "%-34s %-3s", q[1], q[2];
     for (j = 1; j <= nv; j++) printf " %11s", ((order[i], vs[j]) in t) ? sprintf("%.1f(%d)", t[order[i], vs[j]], p[order[i], vs[j]]) : "-";
     printf "\n" }
-  printf "\n| dtype shape | m | ours µs | %% of copy | same-bytes memcpy µs | memcpy/ours | dense µs | dense/ours | decode µs | general µs |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  printf "\n| dtype shape | m | ours µs | %% of copy | same-bytes memcpy µs | memcpy/ours | dense µs | dense/ours | whole µs | general µs |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (i = 1; i <= k; i++) { split(order[i], q, SUBSEP); o = t[order[i], "auto"]; dn = t[order[i], "dense"]; mc = t[order[i], "memcpy"];
     printf "| %s | %s | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.2fx | %.1f | %.1f |\n", q[1], q[2], o, p[order[i], "auto"], mc,
-      (o > 0 ? 100 * mc / o : 0), dn, (o > 0 ? dn / o : 0), t[order[i], "decode"], t[order[i], "general"] }
+      (o > 0 ? 100 * mc / o : 0), dn, (o > 0 ? dn / o : 0), t[order[i], "decode-whole"], t[order[i], "general"] }
 }
