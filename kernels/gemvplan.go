@@ -37,29 +37,31 @@ type gemvModel struct {
 // fitted (TestGemvModelFit: coordinate descent from 40 starts) to the
 // 11162 plans BenchmarkGPUDecodeSweep timed on an H100 for the Llama-3
 // shapes (testdata/gemv-sweep-h100.txt.gz): among the timed plans of each
-// shape and token count, the one it rates cheapest is 1.8% slower than
-// the fastest on average and 9.6% at worst (8B q_o, m = 16), where the
-// H200-fitted model before the windows were added was 4.1% and 42%
-// (TestGemvModelReplay). The fit has twelve constants for 42 cases, so
-// treat them as a description of that GPU, not as physics; fixedWork was
-// held at 8 or more (0 fitted as well, but the sweep has few plans of
-// several waves to tell). On 8B gate_up at m ≤ 8 the model still misses
-// the fastest plan (one slice of 4-warp CTAs: 112 of 132 SMs stream at
-// 85% of the copy rate) by 5-7%.
+// shape and token count, the one it rates cheapest is 1.0% slower than
+// the fastest on average and 7.6% at worst (8B q_o, m = 64), where
+// constants fitted to an H200 sweep of the kernel before activation
+// windows were 4.1% and 22% (TestGemvModelReplay). The fit has twelve
+// constants for 42 cases and several sets score the same, so read them as
+// a description of that GPU, not as physics: 4-chunk stages run better
+// than the model's other terms say (sc4Percent 85), staging activations
+// while the weights stream costs almost nothing (windowStage 128), and a
+// split-K launch pays about 4 µs for its tail (tailWork 40 units of about
+// 100 ns each), so one slice on 112 of 132 SMs can beat two slices on all
+// of them.
 func defaultGemvModel() gemvModel {
 	return gemvModel{
-		fixedWork:     8,
+		fixedWork:     48,
 		smPeak:        100,
-		sc4Percent:    102,
-		inFlight:      128 << 10,
-		residentWarps: 5,
-		ctaCost:       24,
-		stageCost:     16,
-		windowStage:   16,
-		windowCost:    1,
+		sc4Percent:    85,
+		inFlight:      48 << 10,
+		residentWarps: 4,
+		ctaCost:       12,
+		stageCost:     24,
+		windowStage:   128,
+		windowCost:    0,
 		sliceCost:     1,
-		tailWork:      10,
-		tailBatch:     2,
+		tailWork:      40,
+		tailBatch:     4,
 	}
 }
 

@@ -129,9 +129,9 @@ func TestGemvModelFit(t *testing.T) {
 		p    *int
 		vals []int
 	}{
-		{"fixedWork", &md.fixedWork, []int{8, 12, 16, 24, 32, 48, 64}},
+		{"fixedWork", &md.fixedWork, []int{8, 16, 24, 32, 48, 64, 96, 128}},
 		{"smPeak", &md.smPeak, []int{100, 110, 120, 130, 140, 150, 175, 200, 250}},
-		{"sc4Percent", &md.sc4Percent, []int{85, 90, 93, 95, 97, 98, 100, 102}},
+		{"sc4Percent", &md.sc4Percent, []int{70, 75, 80, 85, 90, 95, 100}},
 		{"inFlight", &md.inFlight, []int{16 << 10, 32 << 10, 48 << 10, 64 << 10, 96 << 10, 128 << 10, 192 << 10}},
 		{"residentWarps", &md.residentWarps, []int{1, 2, 3, 4, 5, 6, 8, 10, 12}},
 		{"ctaCost", &md.ctaCost, []int{0, 2, 4, 8, 12, 16, 24, 32}},
@@ -139,7 +139,7 @@ func TestGemvModelFit(t *testing.T) {
 		{"windowStage", &md.windowStage, []int{4, 8, 16, 32, 64, 128, 1 << 20}},
 		{"windowCost", &md.windowCost, []int{0, 1, 2, 4, 8, 16}},
 		{"sliceCost", &md.sliceCost, []int{0, 1, 2, 4, 8}},
-		{"tailWork", &md.tailWork, []int{0, 5, 10, 20, 30, 40}},
+		{"tailWork", &md.tailWork, []int{0, 10, 20, 30, 40, 50, 60, 80}},
 		{"tailBatch", &md.tailBatch, []int{0, 2, 4, 8, 12, 16, 24}},
 	}
 	score := func() (float64, float64) {
