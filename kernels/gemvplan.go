@@ -18,10 +18,10 @@ type gemvModel struct {
 	inFlight      int // weight bytes an SM must keep in flight to stream at its share
 	residentWarps int // warps an SM must run to keep its schedulers issuing
 	ctaCost       int // each CTA an SM runs, beyond its chunks (fill, drain, stores)
-	// stageCost is the copies of activations per unit ((m+1)·chunks 4-byte
-	// copies per lane): those staged before a CTA starts (a whole slice, or
-	// the first window), and windowStage those queued while it streams
-	// (the later windows), which cost only their instructions.
+	// stageCost is the activations per unit ((m+1)·chunks token-chunks of
+	// 128 bytes) staged before a CTA starts (a whole slice, or the first
+	// window), and windowStage those queued while it streams (the later
+	// windows), which cost only their instructions.
 	stageCost   int
 	windowStage int
 	windowCost  int // each window after the first (a CTA barrier)
@@ -37,31 +37,32 @@ type gemvModel struct {
 // fitted (TestGemvModelFit: coordinate descent from 40 starts) to the
 // 11162 plans BenchmarkGPUDecodeSweep timed on an H100 for the Llama-3
 // shapes (testdata/gemv-sweep-h100.txt.gz): among the timed plans of each
-// shape and token count, the one it rates cheapest is 1.0% slower than
-// the fastest on average and 7.6% at worst (8B q_o, m = 64), where
-// constants fitted to an H200 sweep of the kernel before activation
-// windows were 4.1% and 22% (TestGemvModelReplay). The fit has twelve
-// constants for 42 cases and several sets score the same, so read them as
-// a description of that GPU, not as physics: 4-chunk stages run better
-// than the model's other terms say (sc4Percent 85), staging activations
+// shape and token count, the one it rates cheapest is 1.1% slower than
+// the fastest on average and 8.1% at worst (8B down, m = 64)
+// (TestGemvModelReplay); the constants fitted to the sweep of the kernel
+// before ldmatrix were 1.5% and 10.1% on it, those fitted to an H200
+// sweep before activation windows 4.1% and 42% on theirs. The fit has
+// twelve constants for 42 cases and several sets score the same, so read
+// them as a description of that GPU, not as physics: 4-chunk stages run
+// better than the other terms say (sc4Percent 85), staging activations
 // while the weights stream costs almost nothing (windowStage 128), and a
-// split-K launch pays about 4 µs for its tail (tailWork 40 units of about
-// 100 ns each), so one slice on 112 of 132 SMs can beat two slices on all
-// of them.
+// split-K launch pays about 3 µs for its tail (tailWork 30 units of about
+// 100 ns), so one slice on 112 of 132 SMs can beat two slices on all of
+// them.
 func defaultGemvModel() gemvModel {
 	return gemvModel{
-		fixedWork:     48,
+		fixedWork:     8,
 		smPeak:        100,
 		sc4Percent:    85,
-		inFlight:      48 << 10,
-		residentWarps: 4,
-		ctaCost:       12,
+		inFlight:      64 << 10,
+		residentWarps: 2,
+		ctaCost:       2,
 		stageCost:     24,
 		windowStage:   128,
 		windowCost:    0,
-		sliceCost:     1,
-		tailWork:      40,
-		tailBatch:     4,
+		sliceCost:     2,
+		tailWork:      30,
+		tailBatch:     2,
 	}
 }
 

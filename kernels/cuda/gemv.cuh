@@ -21,8 +21,8 @@
 // row a contiguous run of SC·64 bytes (whole cache lines; loading the
 // 64-byte pieces the fragments need straight into registers reached only
 // about 55% of the copy bandwidth), plus the meta of the stage. ST stages
-// ring in shared memory; no CTA-wide barrier after the staging of X. With
-// one slice the results are stored.
+// ring in shared memory; the main loop has no CTA-wide barrier but the one
+// per window of activations. With one slice the results are stored.
 //
 // Several slices (split K), deterministically and in one launch: each warp
 // stores its partial sums to a workspace W[slice][token][row] (f32), then
@@ -34,26 +34,20 @@
 // block, zero between launches) lie just below W: row block rb's is
 // ((u32*)W)[-1-rb].
 //
-// Operand mapping. Per chunk (64 dense columns = 16 groups of 4 = 16 packed
-// u32 per row), lane (g = lane/4, tig = lane%4) reads one uint4 of packed
-// u32 4·tig .. 4·tig+3 from each of rows g, g+8, g+16, g+24 of its block.
-// Those four groups are fed to two "virtual" m16n8k32 k-tiles: virtual mma
-// m takes u32 2m as a0/a1 (rows g, g+8) and u32 2m+1 as a2/a3, so its
-// virtual group v (0..7) is physical group π_m(v) = 4·(v%4) + v/4 + 2m of
-// the chunk. The metadata and the activations follow the same permutation:
-//   - meta: the stored u32 of lane L for k-tile p (shared/docs/formats.md
-//     §1.5, §2) holds nibbles of groups 0-3 (L even) or 4-7 (L odd) of its
-//     rows. Virtual nibble q of lane L (h = L%2) is physical group
-//     4q + h + 2m, i.e. nibble h + 2m of the word of k-tile q/2 held by
-//     lane L (q%2 == h) or its partner L^1: the pair's two words are one
-//     8-byte shared load per k-tile, then a few shifts and masks.
-//   - activations: b_i of lane (g, tig) is X word 8·(tig/2) + 4m + tig%2 +
-//     {0, 16, 2, 18}[i] of the chunk (word = 2 values). The staging copies
-//     each word of a token's chunk (4-byte cp.async) to a permuted slot so
-//     that these are 8 consecutive words per tig: two 16-byte shared loads
-//     per n-tile.
-// Selector 0 serves rows g, g+8 (meta from lanes 4g, 4g+1), selector 1
-// rows 16+g, 24+g (lanes 4g+2, 4g+3), as in spmm.cuh.
+// Operand mapping: the natural one, as in spmm.cuh. The weight rows are
+// mma.sp's operand A (16 rows per mma), the tokens B (8 per mma), and
+// k-tile p (32 dense columns, 8 groups = 8 packed u32 per row) of the
+// chunk is one m16n8k32 product. Fragments come from shared memory with
+// ldmatrix.x4: for A, the four 8×8 matrices are rows 0-7 and 8-15 of a
+// 16-row half at the 16-byte units of packed u32 0-3 and 4-7 of the
+// k-tile, which hands lane (g = lane/4, tig = lane%4) exactly a0..a3 =
+// u32 tig and 4+tig of rows g and g+8; for B, the matrices are tokens
+// 8t .. 8t+7 at the four 16-byte units of the k-tile's activations (X in
+// its natural [token][k] layout), which hands it b0..b3 = words
+// tig + {0, 4, 8, 12}. The meta needs no rearranging: the stored u32 of
+// lane L for k-tile p and the warp's row block (shared/docs/formats.md
+// §1.5, §2) is mma.sp's metadata operand, with selector 0 for rows 0-15
+// and 1 for rows 16-31 of the block.
 //
 // Requirements (checked by the Go caller): N % 32 == 0, K % 64 == 0,
 // 1 ≤ M ≤ 8·NT, blockDim.x = 32·warps ≤ 256, dynamic shared memory as
@@ -71,13 +65,14 @@ namespace gemv {
 constexpr int kMaxThreads = 256;  // at most 8 warps per CTA
 constexpr int kChunk = 64;        // dense K columns per chunk (two mma k-tiles)
 constexpr int kChunkWords = 32;   // u32 words of one token's X per chunk
-constexpr int kPadWords = 4;      // 16 B per token row: conflict-free 16-byte loads
+constexpr int kPadWords = 4;      // 16 B per token row: conflict-free ldmatrix of 8 tokens
 
 // Stage is the shared-memory layout of one pipeline stage of a warp: 32
 // rows of SC chunks (64 bytes of packed values each), then the meta of the
-// 2·SC k-tiles (32 words each). In odd rows the two 64-byte halves of each
-// 128 bytes are swapped (16-byte unit u is stored at u ^ 4), so that the
-// fragment loads of rows g and g+1 fall in different banks without padding.
+// 2·SC k-tiles (32 words each). The 16-byte unit u of row r is stored at
+// unit u ^ (r % 8) (the low three bits: within its 128 bytes), so that the
+// eight rows an ldmatrix matrix reads at one unit fall in eight different
+// groups of banks.
 template <int SC>
 struct Stage {
   static_assert(SC == 2 || SC == 4, "SC must be 2 or 4");
@@ -100,12 +95,22 @@ __device__ __forceinline__ void cp_async16s(uint32_t dst, const void* gmem, bool
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
 }
 
-// cp_async4 copies 4 bytes from global to shared memory (zero-filled, not
-// read, when pred is false).
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool pred) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int src_bytes = pred ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+// ldsm4 loads four 8×8 matrices of 16-bit values from shared memory
+// (ldmatrix.x4): lane L gives the address of row L%8 of matrix L/8 and
+// receives, in r[j], the two values of row L/4, columns 2·(L%4) and
+// 2·(L%4)+1 of matrix j. volatile: the ring slots it reads are refilled
+// by cp.async, which the compiler cannot see.
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// lds32 loads one u32 from shared memory.
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
 }
 
 // mma is mma.sp m16n8k32 (f32 accumulators) with selector kSel, written
@@ -131,79 +136,21 @@ __device__ __forceinline__ void mma(F16, float (&d)[4], const uint32_t (&a)[4], 
         "n"(kSel));
 }
 
-// slot_of maps activation word w (0..31) of a chunk to its position in
-// shared memory: bit 0 of w (which half of a group) and bit 3 select the
-// 8-word run read by lanes with that tig, bits 1-2 and 4 the place in it.
-__device__ __forceinline__ int slot_of(int w) {
-  const int t0 = w & 1, lo = (w >> 1) & 3, t1 = (w >> 3) & 1, hi = (w >> 4) & 1;
-  return hi | (lo << 1) | (t0 << 3) | (t1 << 4);
-}
-
-// nibbles gathers the virtual metadata word of one virtual mma: nibble q of
-// each 16-bit half comes from nibble `sh`/4 of word w[q].
-__device__ __forceinline__ uint32_t nibbles(const uint32_t (&w)[4], int sh) {
-  uint32_t e = 0;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) e |= ((w[q] >> sh) & 0x000f000fu) << (4 * q);
-  return e;
-}
-
-// Chunk is the part of one weight chunk a lane holds: the packed values of
-// rows g, g+8, g+16, g+24 and the stored meta words its rows need: w[q] is
-// the word of k-tile q/2 held by the even (q%2 = 0) or odd lane of this
-// lane's pair, i.e. groups 4·(q%2) .. 4·(q%2)+3 of the k-tile.
-struct Chunk {
-  uint4 a[4];
-  uint32_t w[4];
-};
-
-// comp returns component i of v.
-__device__ __forceinline__ uint32_t comp(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// multiply adds the products of one chunk to the accumulators. xs[t]
-// points at the permuted activations of this lane's token of n-tile t (its
-// 8-word run) in the chunk.
-template <typename T, int NT>
-__device__ __forceinline__ void multiply(float (&acc)[NT][2][4], const Chunk& ch, const uint32_t* const (&xs)[NT],
-                                         int lane) {
-  // Virtual nibble q of lane half h is nibble h + 2m of w[q].
-  const int h = lane & 1;
-  uint32_t x[4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q) x[q] = ch.w[q] >> (4 * h);
-  const uint32_t e[2] = {nibbles(x, 0), nibbles(x, 8)};
-#pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    const uint32_t a0[4] = {comp(ch.a[0], 2 * m), comp(ch.a[1], 2 * m), comp(ch.a[0], 2 * m + 1),
-                            comp(ch.a[1], 2 * m + 1)};
-    const uint32_t a1[4] = {comp(ch.a[2], 2 * m), comp(ch.a[3], 2 * m), comp(ch.a[2], 2 * m + 1),
-                            comp(ch.a[3], 2 * m + 1)};
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      const uint4 bv = *reinterpret_cast<const uint4*>(xs[t] + 4 * m);
-      const uint32_t b[4] = {bv.x, bv.y, bv.z, bv.w};
-      mma<0>(T{}, acc[t][0], a0, b, e[m]);
-      mma<1>(T{}, acc[t][1], a1, b, e[m]);
-    }
-  }
-}
-
 // Copies is what a lane needs to queue the cp.async copies of a stage: the
 // global source of each of its copies for stage 0 of the slice, and the
 // shared destination of its first copy in ring slot 0. Weights: copy i of
 // lane L moves 16 bytes (piece L % kLanesPerRow) of row i·kRowsPerOp +
-// L / kLanesPerRow of the warp's block; meta: copy i moves 4 words of k-tile
-// 4i + L/8.
+// L / kLanesPerRow of the warp's block, to unit piece ^ (row % 8) of the
+// row (Stage); meta: copy i moves 4 words of k-tile 4i + L/8.
 template <int SC>
 struct Copies {
   using S = Stage<SC>;
   const uint4* w[S::kOps];
   const uint4* m[S::kMetaOps];
-  uint32_t wdst, mdst;  // shared addresses in slot 0
+  uint32_t wdst, mdst;  // shared addresses in slot 0 (wdst: of row r, unit 0)
   size_t wstep, mstep;  // uint4 to the next stage
   int piece;            // 16-byte piece of the row run (weights)
+  int swz;              // piece ^ r: the unit of copy 0 (copy i: swz ^ (i·kRowsPerOp % 8))
   int ktile;            // k-tile of the stage of meta copy 0
 
   __device__ __forceinline__ Copies(const uint16_t* __restrict__ P, const uint32_t* __restrict__ U, int N, int K,
@@ -216,8 +163,10 @@ struct Copies {
                      static_cast<size_t>(c0) * 4 + piece;
 #pragma unroll
     for (int i = 0; i < S::kOps; ++i) w[i] = p + static_cast<size_t>(i * S::kRowsPerOp) * rowU4;
-    // kRowsPerOp is even, so every copy of this lane has the parity of r.
-    wdst = ring + r * S::kRowBytes + 16 * (piece ^ ((r & 1) << 2));
+    // Copy i's row is i·kRowsPerOp + r with r < kRowsPerOp (a power of
+    // two), so its low three bits are (i·kRowsPerOp % 8) ^ r.
+    wdst = ring + r * S::kRowBytes;
+    swz = piece ^ r;
     const uint32_t* mp = U + static_cast<size_t>(2 * c0 + (lane >> 3)) * N + 32 * rb + 4 * (lane & 7);
 #pragma unroll
     for (int i = 0; i < S::kMetaOps; ++i) m[i] = reinterpret_cast<const uint4*>(mp + static_cast<size_t>(4 * i) * N);
@@ -236,7 +185,8 @@ struct Copies {
     const bool ok = kFull || st * SC + piece / 4 < nc;
 #pragma unroll
     for (int i = 0; i < S::kOps; ++i) {
-      cp_async16s(wdst + slot + i * S::kRowsPerOp * S::kRowBytes, ok ? w[i] + wo : w[0], ok);
+      const int unit = swz ^ ((i * S::kRowsPerOp) & 7);
+      cp_async16s(wdst + slot + i * S::kRowsPerOp * S::kRowBytes + 16 * unit, ok ? w[i] + wo : w[0], ok);
     }
 #pragma unroll
     for (int i = 0; i < S::kMetaOps; ++i) {
@@ -246,38 +196,48 @@ struct Copies {
   }
 };
 
-// stage_multiply multiplies the chunks of ring slot `slot` (stage st of the
-// slice) into the accumulators; the stage's activations start xoff words
-// past xl. kFull: all SC chunks are inside the slice, so there is no
-// per-chunk test and the compiler may interleave them.
+// Lane is what a lane needs for its fragment loads: the ldmatrix row
+// addresses of A (row ar of a 16-row half, the unit XOR of k-tile p's
+// first unit in a chunk: aq ^ 2p) and of B (xa[t]: its token row of n-tile
+// t, unit xu, at the start of the activation buffers).
+template <int NT>
+struct Lane {
+  uint32_t arow;     // byte offset of row ar in a stage
+  int aq;            // (lane/16) ^ (lane%8): unit bits of k-tile 0's matrices
+  uint32_t xa[NT];   // shared address of this lane's B row of n-tile t, unit lane/8
+  uint32_t meta;     // byte offset of this lane's meta word in a stage's k-tile 0
+};
+
+// stage_multiply multiplies the chunks of ring slot `slot` (shared
+// address; stage st of the slice) into the accumulators; the stage's
+// activations start xoff bytes past the lane's B rows. kFull: all SC
+// chunks are inside the slice, so there is no per-chunk test and the
+// compiler may interleave them.
 template <typename T, int NT, int SC, bool kFull>
-__device__ __forceinline__ void stage_multiply(float (&acc)[NT][2][4], const char* slot,
-                                               const uint32_t* const (&xl)[NT], int xoff, int st, int nc, int g,
-                                               int tig, int lane) {
+__device__ __forceinline__ void stage_multiply(float (&acc)[NT][2][4], uint32_t slot, const Lane<NT>& ln,
+                                               uint32_t xoff, int st, int nc) {
   using S = Stage<SC>;
 #pragma unroll
   for (int i = 0; i < SC; ++i) {
-    const int cl = st * SC + i;  // chunk of the slice
-    if (kFull || cl < nc) {
-      Chunk ch;
-      // Rows g+8j share the parity of g: odd rows hold chunk i at i ^ 1.
-      const int off = 64 * (i ^ (g & 1)) + 16 * tig;
+    if (kFull || st * SC + i < nc) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        ch.a[j] = *reinterpret_cast<const uint4*>(slot + (g + 8 * j) * S::kRowBytes + off);
+      for (int p = 0; p < 2; ++p) {
+        // k-tile 2i+p: units 4i+2p (u32 0-3) and 4i+2p+1 (u32 4-7) of the
+        // rows; matrix j = lane/8 reads rows ar (+8 for j odd) at unit
+        // 4i + 2p + j/2, stored at that ^ (row % 8) = (4i + 2p) ^ aq.
+        const uint32_t unit = static_cast<uint32_t>((4 * i + 2 * p) ^ ln.aq);
+        uint32_t a0[4], a1[4];
+        ldsm4(a0, slot + ln.arow + 16 * unit);
+        ldsm4(a1, slot + ln.arow + 16 * S::kRowBytes + 16 * unit);
+        const uint32_t e = lds32(slot + S::kMetaOffset + (2 * i + p) * 128 + ln.meta);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          uint32_t b[4];
+          ldsm4(b, ln.xa[t] + xoff + i * 128 + p * 64);
+          mma<0>(T{}, acc[t][0], a0, b, e);
+          mma<1>(T{}, acc[t][1], a1, b, e);
+        }
       }
-      // The words of this lane's pair: one 8-byte load per k-tile.
-      const uint32_t* mw = reinterpret_cast<const uint32_t*>(slot + S::kMetaOffset + 2 * i * 128) + (lane & ~1);
-      const uint2 m0 = *reinterpret_cast<const uint2*>(mw);
-      const uint2 m1 = *reinterpret_cast<const uint2*>(mw + 32);
-      ch.w[0] = m0.x;
-      ch.w[1] = m0.y;
-      ch.w[2] = m1.x;
-      ch.w[3] = m1.y;
-      const uint32_t* xc[NT];
-#pragma unroll
-      for (int t = 0; t < NT; ++t) xc[t] = xl[t] + xoff + i * kChunkWords;
-      multiply<T, NT>(acc, ch, xc, lane);
     }
   }
 }
@@ -388,29 +348,25 @@ __device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, in
 }
 
 // stage_x queues window w of the slice's activations (chunks [w·xw,
-// min((w+1)·xw, nc)) of tokens 0 … rows-1, and a row of zeros) into X
-// buffer xb with 4-byte cp.async copies, each word straight to its
-// permuted slot: no register round trip, so a thread's copies are all in
-// flight at once. Warp `warp` copies chunks warp, warp+warps, … of the
-// window, token by token down one column of slots (a copy and three
-// adds per token; at M = 64 this loop was a quarter of the kernel's
-// instructions when it walked the tokens outside), one word per lane.
-__device__ __forceinline__ void stage_x(uint32_t* xb, const uint16_t* __restrict__ X, int K, int c0, int w, int xw,
+// min((w+1)·xw, nc)) of tokens 0 … rows-1, and a row of zeros) into the X
+// buffer at shared address xb, in their natural layout (token rows of ts
+// words), with 16-byte cp.async copies: warp `warp` copies chunks warp,
+// warp+warps, … of the window, four tokens (eight units each) per copy.
+__device__ __forceinline__ void stage_x(uint32_t xb, const uint16_t* __restrict__ X, int K, int c0, int w, int xw,
                                         int nc, int rows, int ts, int warp, int warps, int lane) {
   const int first = w * xw;
   const int cnt = min(xw, nc - first);
-  const size_t row = static_cast<size_t>(K) / 2;  // u32 words per token
+  const int u = lane & 7;   // 16-byte unit of the chunk
+  const int tq = lane >> 3;  // token of the four
   for (int lc = warp; lc < cnt; lc += warps) {
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(X) + (c0 + first + lc) * kChunkWords + lane;
-    uint32_t* dst = xb + lc * kChunkWords + slot_of(lane);
-    const uint32_t* src0 = src;
-#pragma unroll 4
-    for (int tok = 0; tok < rows; ++tok) {
-      cp_async4(dst, src, true);
-      src += row;
-      dst += ts;
+    const uint4* src0 = reinterpret_cast<const uint4*>(X) + (c0 + first + lc) * (kChunk / 8) + u;
+    const uint4* src = src0 + static_cast<size_t>(tq) * (K / 8);
+    uint32_t dst = xb + tq * ts * 4 + lc * 128 + 16 * u;
+    for (int tok = tq; tok <= rows; tok += 4) {
+      cp_async16s(dst, tok < rows ? src : src0, tok < rows);  // row `rows`: zeros
+      src += static_cast<size_t>(K / 2);  // four tokens
+      dst += 4 * ts * 4;
     }
-    cp_async4(dst, src0, false);  // the row of zeros
   }
 }
 
@@ -438,10 +394,10 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   const int xw = windowed ? xwin : cps;
   const int ts = xw * kChunkWords + kPadWords;
   const int rows = min(M, kTokens);  // token rows of X staged; row `rows` is zeros
-  const int xbuf = (rows + 1) * ts;  // words of one X buffer
-  // Layout: the warps' rings, then the X buffer(s).
-  char* ring = smem + warp * ST * S::kBytes;
-  uint32_t* xs = reinterpret_cast<uint32_t*>(smem + warps * ST * S::kBytes);
+  const uint32_t xbuf = 4 * (rows + 1) * ts;  // bytes of one X buffer
+  // Layout: the warps' rings, then the X buffer(s), as shared addresses.
+  const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * ST * S::kBytes;
+  const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warps * ST * S::kBytes;
 
   stage_x(xs, X, K, c0, 0, xw, nc, rows, ts, warp, warps, lane);
   cp_async_commit();
@@ -450,8 +406,7 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   // stage X.
   const int rb = blockIdx.x * warps + warp;  // weight row block of this warp
   const bool active = rb < N / 32;
-  const Copies<SC> cp(P, U, N, K, active ? rb : 0, c0, static_cast<uint32_t>(__cvta_generic_to_shared(ring)),
-                      lane);
+  const Copies<SC> cp(P, U, N, K, active ? rb : 0, c0, ring, lane);
 #pragma unroll
   for (int s = 0; s < ST - 1; ++s) {
     if (active && s < nst) {
@@ -467,12 +422,15 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   __syncthreads();
   if (!active && !windowed) return;
 
-  const int g = lane >> 2;
-  const int tig = lane & 3;
-  // This lane's token of n-tile t is 8t+g; tokens past M read the zero row.
-  const uint32_t* xl[NT];
+  // Fragment addresses (Lane): A rows ar = lane%8 (+8 for matrices 1 and
+  // 3) of each 16-row half; B rows: token 8t + lane%8 of n-tile t, tokens
+  // past M read the zero row, at unit lane/8 of the k-tile.
+  Lane<NT> ln;
+  ln.arow = (((lane >> 3) & 1) * 8 + (lane & 7)) * S::kRowBytes;
+  ln.aq = (lane >> 4) ^ (lane & 7);
+  ln.meta = 4 * lane;
 #pragma unroll
-  for (int t = 0; t < NT; ++t) xl[t] = xs + min(8 * t + g, rows) * ts + 8 * tig;
+  for (int t = 0; t < NT; ++t) ln.xa[t] = xs + 4 * min(8 * t + (lane & 7), rows) * ts + 16 * (lane >> 3);
 
   float acc[NT][2][4];
 #pragma unroll
@@ -516,12 +474,12 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
     }
     cp_async_commit();
     if (active) {
-      const char* slot = ring + (st % ST) * S::kBytes;
-      const int xoff = (win & 1) * xbuf + pos * kChunkWords;
+      const uint32_t slot = ring + (st % ST) * S::kBytes;
+      const uint32_t xoff = (win & 1) * xbuf + pos * 128;
       if ((st + 1) * SC <= nc) {
-        stage_multiply<T, NT, SC, true>(acc, slot, xl, xoff, st, nc, g, tig, lane);
+        stage_multiply<T, NT, SC, true>(acc, slot, ln, xoff, st, nc);
       } else {
-        stage_multiply<T, NT, SC, false>(acc, slot, xl, xoff, st, nc, g, tig, lane);
+        stage_multiply<T, NT, SC, false>(acc, slot, ln, xoff, st, nc);
       }
     }
     pos += SC;
@@ -534,6 +492,8 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   const int slices = gridDim.y;
   float* out = slices == 1 ? Y : W + static_cast<size_t>(blockIdx.y) * M * N;
   // d0, d1: row g, tokens 2·tig, 2·tig+1 of the n-tile; d2, d3: row g+8.
+  const int g = lane >> 2;
+  const int tig = lane & 3;
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
 #pragma unroll
