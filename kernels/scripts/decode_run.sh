@@ -88,7 +88,7 @@ if [[ $ncu == 1 ]]; then
 		ncu --clock-control none --kernel-name regex:'gemv|spmm' --launch-count 1 --section SpeedOfLight \
 			--section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
 			--section InstructionStats --section LaunchStats --section Occupancy \
-			$bin -test.run '^$' -test.bench "BenchmarkGPUDecode/BF16/llama3-8b/gate_up_14336x4096/m=$m/decode\$" \
+			$bin -test.run '^$' -test.bench "BenchmarkGPUDecode/BF16/llama3-8b/gate_up_14336x4096/m=$m/auto\$" \
 			-test.benchtime 1x >"$OUT/ncu-m$m.txt" 2>&1
 		grep -E 'gemv|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Stall|Warp Cycles|Achieved Occupancy|Registers|Shared Memory Config|Waves|L2 Hit|Mem Busy|Max Bandwidth|Issued Warp|Pipe|Executed Ipc|Block Size|Grid Size|Shared Memory' "$OUT/ncu-m$m.txt" | head -50
 	done
