@@ -60,8 +60,8 @@ type Range struct {
 
 // policyRule explains the ranges in words, for the JSON.
 const policyRule = "a range starts at a measured M where the backend beat dense by min_speedup and ends at the last " +
-	"such M, or just below the next measured M when a sparse backend also wins there; every other M, " +
-	"including any outside the measured ones, is dense"
+	"such M, or just below the next measured M when the same backend also wins there; every other M, " +
+	"including any outside the measured ones and any between wins of two different backends, is dense"
 
 // Backend returns the backend the entry picks for m: a sparse backend
 // inside one of its ranges, else PolicyDense.
@@ -109,8 +109,12 @@ func DerivePolicy(shapes []Shape, rows []Row, minSpeedup float64) []PolicyEntry 
 			if p.backend == PolicyDense {
 				continue
 			}
+			// The gap to the next measured M is this backend's only if it
+			// wins there too: between two backends neither was measured,
+			// and a backend may change kernels inside the gap (ours hands
+			// M > 64 to another kernel).
 			hi := p.m
-			if i+1 < len(pts) && pts[i+1].backend != PolicyDense {
+			if i+1 < len(pts) && pts[i+1].backend == p.backend {
 				hi = pts[i+1].m - 1
 			}
 			if n := len(e.Sparse); n > 0 && e.Sparse[n-1].Backend == p.backend && e.Sparse[n-1].MaxM+1 >= p.m {

@@ -54,9 +54,9 @@ func TestDerivePolicy(t *testing.T) {
 			map[string][]float64{Ours: {5, 5, 13, 10, 25, 250, 400}},
 			[]Range{{MinM: 1, MaxM: 16, Backend: Ours, Speedup: 2}, {MinM: 256, MaxM: 1024, Backend: Ours, Speedup: 2},
 				{MinM: 16384, MaxM: 16384, Backend: Ours, Speedup: 2}}},
-		{"sparse range up to just before another backend's",
+		{"the gap between two backends' wins stays dense",
 			map[string][]float64{Ours: {13, 13, 13, 10, 60, 250, 900}, CuSPARSELt: {13, 13, 13, 21, 25, 250, 900}},
-			[]Range{{MinM: 256, MaxM: 1023, Backend: Ours, Speedup: 2}, {MinM: 1024, MaxM: 1024, Backend: CuSPARSELt, Speedup: 2}}},
+			[]Range{{MinM: 256, MaxM: 256, Backend: Ours, Speedup: 2}, {MinM: 1024, MaxM: 1024, Backend: CuSPARSELt, Speedup: 2}}},
 	} {
 		rows := table(testShape, ms, dense, c.sparse)
 		got := DerivePolicy([]Shape{testShape}, rows, DefaultMinSpeedup)
