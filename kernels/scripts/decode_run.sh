@@ -24,7 +24,10 @@ for a in "$@"; do
 	sanitize) sanitize=1 ;; bench) bench=1 ;; sweep) sweep=1 ;; ncu) ncu=1 ;;
 	esac
 done
-bin=.gpu/decode.test
+bin=$PWD/.gpu/decode.test
+# kt runs the test binary in the package directory, as go test does (the
+# tests read kernels/testdata).
+kt() { (cd kernels && "$bin" "$@"); }
 # The decode kernel's tests and the PTX checks (gpu_run.sh runs the rest).
 TESTS=${TESTS:-'TestPlanGemv|TestPTX|TestGPU(CopyFrom|Info|Decode)'}
 status=0
@@ -55,7 +58,7 @@ if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx; fi
 if [[ $tests == 1 ]]; then
 	note "tests (SFSURGERY_TEST_PTX=${SFSURGERY_TEST_PTX:-embedded}, SFSURGERY_SEED=$SFSURGERY_SEED)"
 	start=$(date +%s)
-	$bin -test.v -test.count=1 -test.timeout=400s -test.run "$TESTS" >"$OUT/test.log" 2>&1 || status=1
+	kt -test.v -test.count=1 -test.timeout=400s -test.run "$TESTS" >"$OUT/test.log" 2>&1 || status=1
 	echo "tests took $(( $(date +%s) - start ))s"
 	grep -E -- '^(--- FAIL|FAIL|ok|PASS|panic)|_test.go:[0-9]+: .*(error|differs|not detected|=)' "$OUT/test.log" |
 		grep -vE 'decode vs dense: rel|sparse vs dense: rel|SFSURGERY_SEED|no CUDA' | head -40
@@ -64,7 +67,7 @@ fi
 if [[ $bench == 1 ]]; then
 	note "benchmarks"
 	start=$(date +%s)
-	$bin -test.run '^$' -test.bench '^BenchmarkGPUDecode$' -test.benchtime 5x >"$OUT/bench.log" 2>&1 || status=1
+	kt -test.run '^$' -test.bench '^BenchmarkGPUDecode$' -test.benchtime 5x >"$OUT/bench.log" 2>&1 || status=1
 	echo "benchmarks took $(( $(date +%s) - start ))s"
 	grep -E '^(FAIL|panic)|--- FAIL|copy-' "$OUT/bench.log"
 	awk -f kernels/scripts/decode_table.awk "$OUT/bench.log" >"$OUT/table.txt"
@@ -75,7 +78,7 @@ if [[ $sweep == 1 ]]; then
 	start=$(date +%s)
 	# -test.v: without it the testing package keeps only 10 lines of a
 	# benchmark's log.
-	$bin -test.v -test.run '^$' -test.bench '^BenchmarkGPUDecodeSweep$' -test.benchtime 1x >"$OUT/sweep.log" 2>&1 || status=1
+	kt -test.v -test.run '^$' -test.bench '^BenchmarkGPUDecodeSweep$' -test.benchtime 1x >"$OUT/sweep.log" 2>&1 || status=1
 	echo "sweep took $(( $(date +%s) - start ))s"
 	grep -E '^(FAIL|panic)|--- FAIL|plans$' "$OUT/sweep.log"
 	awk -f kernels/scripts/decode_sweep.awk "$OUT/sweep.log" >"$OUT/sweep.txt"
@@ -85,19 +88,19 @@ if [[ $ncu == 1 ]]; then
 	# NCU_M: the token counts to profile (default 1).
 	for m in ${NCU_M:-1}; do
 		note "ncu: gate_up 14336x4096, m = $m, default plan"
-		ncu --clock-control none --kernel-name regex:'gemv|spmm' --launch-count 1 --section SpeedOfLight \
+		(cd kernels && ncu --clock-control none --kernel-name regex:'gemv|spmm' --launch-count 1 --section SpeedOfLight \
 			--section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
 			--section InstructionStats --section LaunchStats --section Occupancy \
-			$bin -test.run '^$' -test.bench "BenchmarkGPUDecode/BF16/llama3-8b/gate_up_14336x4096/m=$m/auto\$" \
-			-test.benchtime 1x >"$OUT/ncu-m$m.txt" 2>&1
+			"$bin" -test.run '^$' -test.bench "BenchmarkGPUDecode/BF16/llama3-8b/gate_up_14336x4096/m=$m/auto\$" \
+			-test.benchtime 1x) >"$OUT/ncu-m$m.txt" 2>&1
 		grep -E 'gemv|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Stall|Warp Cycles|Achieved Occupancy|Registers|Shared Memory Config|Waves|L2 Hit|Mem Busy|Max Bandwidth|Issued Warp|Pipe|Executed Ipc|Block Size|Grid Size|Shared Memory' "$OUT/ncu-m$m.txt" | head -50
 	done
 fi
 if [[ $sanitize == 1 ]]; then
 	for tool in memcheck racecheck; do
 		note "compute-sanitizer $tool"
-		compute-sanitizer --tool $tool --error-exitcode 3 $bin -test.run 'TestGPUDecode(Small|Degenerate|Deterministic)' \
-			-test.count=1 >/tmp/$tool.log 2>&1 || status=1
+		(cd kernels && compute-sanitizer --tool $tool --error-exitcode 3 "$bin" -test.run 'TestGPUDecode(Small|Degenerate|Deterministic)' \
+			-test.count=1) >/tmp/$tool.log 2>&1 || status=1
 		tail -3 /tmp/$tool.log
 		tail -200 /tmp/$tool.log >>"$OUT/sanitize.log"
 	done

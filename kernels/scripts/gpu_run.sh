@@ -14,7 +14,10 @@ set -uo pipefail
 OUT=${OUT:?set OUT}
 fresh=0 bench=0
 for a in "$@"; do case $a in fresh) fresh=1 ;; bench) bench=1 ;; esac; done
-bin=.gpu/kernels.test
+bin=$PWD/.gpu/kernels.test
+# kt runs the test binary in the package directory, as go test does (the
+# tests read kernels/testdata).
+kt() { (cd kernels && "$bin" "$@"); }
 status=0
 note() { echo "== $*"; }
 
@@ -38,21 +41,21 @@ export SFSURGERY_SEED=${SFSURGERY_SEED:-$(date +%s)}
 if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx; fi
 note "tests (SFSURGERY_TEST_PTX=${SFSURGERY_TEST_PTX:-embedded}, SFSURGERY_SEED=$SFSURGERY_SEED)"
 start=$(date +%s)
-$bin -test.v -test.count=1 -test.timeout=400s >"$OUT/test.log" 2>&1 || status=1
+kt -test.v -test.count=1 -test.timeout=400s >"$OUT/test.log" 2>&1 || status=1
 echo "tests took $(( $(date +%s) - start ))s"
 grep -E '^(=== RUN|\s+--- (PASS|SKIP))' -v "$OUT/test.log" | grep -vE 'sparse vs dense: rel|SFSURGERY_SEED' | tail -40
 echo "largest sparse-vs-dense relative error: $(sed -nE 's/.*sparse vs dense: rel ([0-9.e+-]+) .*/\1/p' "$OUT/test.log" | sort -g | tail -1)"
 
 for tool in memcheck racecheck; do
 	note "compute-sanitizer $tool"
-	compute-sanitizer --tool $tool --error-exitcode 3 $bin -test.run 'TestGPUSmall|TestGPUDegenerate' -test.count=1 \
-		>"$OUT/$tool.log" 2>&1 || status=1
+	(cd kernels && compute-sanitizer --tool $tool --error-exitcode 3 "$bin" -test.run 'TestGPUSmall|TestGPUDegenerate' \
+		-test.count=1) >"$OUT/$tool.log" 2>&1 || status=1
 	tail -4 "$OUT/$tool.log"
 done
 
 if [[ $bench == 1 ]]; then
 	note "benchmarks"
-	$bin -test.run '^$' -test.bench . -test.benchtime 20x 2>&1 | grep -E 'Benchmark|ok|FAIL' | tee "$OUT/bench.log"
+	kt -test.run '^$' -test.bench . -test.benchtime 20x 2>&1 | grep -E 'Benchmark|ok|FAIL' | tee "$OUT/bench.log"
 fi
 note "done, status $status"
 exit $status
