@@ -80,10 +80,7 @@ func defaultGemvModel() gemvModel {
 // stages; with several slices plus sliceCost per slice, the tail and the
 // SM's share of the partial sums' bytes (written once, read once).
 func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, cps, xw int) int {
-	tiles := 1
-	for 8*tiles < m {
-		tiles *= 2
-	}
+	tiles := gemvTiles(m)
 	s := ceilDiv(k/gemvChunk, cps)
 	smem := gemvSmem(m, sc, w, cps, xw)
 	ctas := ceilDiv(n/32, w) * s
@@ -168,6 +165,16 @@ func gemvSmem(m, sc, warps, cps, xw int) int {
 	return ring + 4*(m+1)*(cps*gemvChunkWords+gemvPadWords)
 }
 
+// gemvTiles returns the 8-token tiles of the kernel for m tokens: the
+// least power of two that holds them (the kernels have 1, 2, 4 and 8).
+func gemvTiles(m int) int {
+	tiles := 1
+	for 8*tiles < m {
+		tiles *= 2
+	}
+	return tiles
+}
+
 // errGemvPlan wraps the reasons planGemv refuses a shape.
 var errGemvPlan = errors.New("no decode-kernel plan")
 
@@ -214,10 +221,7 @@ func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, 
 	default:
 		return gemvPlan{}, fmt.Errorf("%w: %d chunks per stage", errGemvPlan, o.sc)
 	}
-	tiles := 1
-	for 8*tiles < m {
-		tiles *= 2
-	}
+	tiles := gemvTiles(m)
 	chunks := k / gemvChunk
 	best, bestCost := gemvPlan{}, -1
 	for _, sc := range scs {
