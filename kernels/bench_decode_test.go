@@ -242,8 +242,8 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 				if j == 0 {
 					what = "default"
 				}
-				lines = append(lines, fmt.Sprintf("%s %s m=%d sc=%d w=%d s=%d cps=%d xw=%d us=%.2f", what, name, m,
-					p.sc, p.warps, p.splits, p.cps, p.xw, float64(best.Nanoseconds())/1e3))
+				lines = append(lines, fmt.Sprintf("%s %s m=%d sc=%d w=%d kw=%d s=%d cps=%d xw=%d us=%.2f", what, name,
+					m, p.sc, p.warps, p.kw, p.splits, p.cps, p.xw, float64(best.Nanoseconds())/1e3))
 			}
 		}
 		for _, bufs := range [][]*Buffer{packs[1:], metas[1:], {x, y}} {
@@ -256,27 +256,34 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 
 // gemvSweep returns the decode-kernel plans BenchmarkGPUDecodeSweep times
 // for m tokens and an n × k weight: 2- and 4-chunk stages, 2 to 8 warps,
-// 1 to 64 slices in steps of a quarter to a half, activations staged whole
-// and in windows, each distinct plan once, none whose partial sums
-// (written and read) would move more bytes than the weight.
+// 1, 2, 4 or 8 of them per row block, 1 to 64 slices in steps of a quarter
+// to a half, activations staged whole and in windows, each distinct plan
+// once, none whose partial sums (written and read) would move more bytes
+// than the weight.
 func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
-	type shape struct{ sc, warps, splits, xw int }
+	type shape struct{ sc, warps, kw, splits, xw int }
 	seen := map[shape]bool{}
 	var out []gemvOptions
 	for _, sc := range []int{2, 4} {
 		for w := 2; w <= gemvMaxWarps; w++ {
-			for _, s := range []int{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64} {
-				for _, win := range []int{-1, 1} {
-					o := gemvOptions{sc: sc, warps: w, splits: s, window: win}
-					p, err := planGemv(m, n, k, lim, o)
-					if err != nil || seen[shape{sc, w, p.splits, p.xw}] {
-						continue
+			for kw := 1; kw <= w; kw *= 2 {
+				if w%kw != 0 {
+					continue
+				}
+				for _, s := range []int{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64} {
+					for _, win := range []int{-1, 1} {
+						o := gemvOptions{sc: sc, warps: w, kw: kw, splits: s, window: win}
+						p, err := planGemv(m, n, k, lim, o)
+						key := shape{sc, w, kw, p.splits, p.xw}
+						if err != nil || seen[key] {
+							continue
+						}
+						if p.splits > 1 && 8*p.splits*m*n > n*k*9/8 {
+							continue
+						}
+						seen[key] = true
+						out = append(out, o)
 					}
-					if p.splits > 1 && 8*p.splits*m*n > n*k*9/8 {
-						continue
-					}
-					seen[shape{sc, w, p.splits, p.xw}] = true
-					out = append(out, o)
 				}
 			}
 		}

@@ -7,13 +7,15 @@ import (
 )
 
 // The decode-size kernel (cuda/gemv.cuh) serves SparseMatmul at m ≤
-// gemvMaxTokens. Each CTA of up to gemvMaxWarps warps owns 32 weight rows
-// per warp and one slice of K; it stages the slice's activations in shared
-// memory, whole or in windows of a few stages, and each warp streams its
-// rows through its own ring of cp.async stages of sc chunks. With more
-// than one slice the warps store their partial sums to a workspace and
-// the last of each row block to finish adds them up in slice order and
-// writes y: one launch, and the same bits every run. planGemv
+// gemvMaxTokens. Each CTA of up to gemvMaxWarps warps owns blocks of 32
+// weight rows, kw warps per block, and one slice of K; it stages the
+// slice's activations in shared memory, whole or in windows of a few
+// stages, and each warp streams its block's rows through its own ring of
+// cp.async stages of sc chunks, the block's kw warps taking the slice's
+// stages in turn and adding their sums in shared memory at the end. With
+// more than one slice the blocks store their partial sums to a workspace
+// and the last of each row block to finish adds them up in slice order
+// and writes y: one launch, and the same bits every run. planGemv
 // (gemvplan.go) chooses the launch.
 const (
 	gemvMaxTokens  = 64 // 8 tiles of 8 tokens
@@ -201,5 +203,5 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 	}
 	fn := d.fn.gemv[di][bits.TrailingZeros(uint(p.tiles))][bits.TrailingZeros(uint(p.sc))-1]
 	return d.launchShared("gemv", fn, p.grid(n), dim3{uint32(32 * p.warps), 1, 1}, p.smem,
-		y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw))
+		y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(p.kw))
 }

@@ -31,59 +31,64 @@ type gemvModel struct {
 	// trips), tailBatch each further batch of loads (one round trip).
 	tailWork  int
 	tailBatch int
+	// groupCost is each CTA whose row blocks are split over several warps
+	// (kw > 1): the barrier of the block's warps and the sum of their
+	// accumulators in shared memory.
+	groupCost int
 }
 
 // defaultGemvModel returns the model planGemv uses. Its constants were
 // fitted (TestGemvModelFit: coordinate descent from 40 starts) to the
-// 11162 plans BenchmarkGPUDecodeSweep timed on an H100 for the Llama-3
-// shapes (testdata/gemv-sweep-h100.txt.gz): among the timed plans of each
-// shape and token count, the one it rates cheapest is 1.1% slower than
-// the fastest on average and 8.1% at worst (8B down, m = 64)
-// (TestGemvModelReplay); the constants fitted to the sweep of the kernel
-// before ldmatrix were 1.5% and 10.1% on it, those fitted to an H200
-// sweep before activation windows 4.1% and 42% on theirs. The fit has
-// twelve constants for 42 cases and several sets score the same, so read
-// them as a description of that GPU, not as physics: 4-chunk stages run
-// better than the other terms say (sc4Percent 85), staging activations
-// while the weights stream costs almost nothing (windowStage 128), and a
-// split-K launch pays about 3 µs for its tail (tailWork 30 units of about
-// 100 ns), so one slice on 112 of 132 SMs can beat two slices on all of
-// them.
+// 18795 plans BenchmarkGPUDecodeSweep timed on an H100 for the Llama-3
+// shapes with 1, 2, 4 or 8 warps per row block
+// (testdata/gemv-sweep-h100.txt.gz): among the timed plans of each shape
+// and token count, the one it rates cheapest is 1.2% slower than the
+// fastest on average and 6.4% at worst (8B k_v, m = 32)
+// (TestGemvModelReplay); the constants fitted before warps shared row
+// blocks were 3.0% and 12.4% on it. The fit has thirteen constants for
+// 42 cases and several sets score the same, so read them as a
+// description of that GPU, not as physics: 4-chunk stages run better than
+// the other terms say (sc4Percent 75), staging activations while the
+// weights stream costs nothing (windowStage 1 << 20), and neither the
+// split-K tail nor the sums of a row block's warps cost enough to show
+// beside the per-CTA and per-wave terms (tailWork, groupCost 0).
 func defaultGemvModel() gemvModel {
 	return gemvModel{
 		fixedWork:     8,
-		smPeak:        100,
-		sc4Percent:    85,
-		inFlight:      64 << 10,
-		residentWarps: 2,
+		smPeak:        120,
+		sc4Percent:    75,
+		inFlight:      48 << 10,
+		residentWarps: 4,
 		ctaCost:       2,
-		stageCost:     24,
-		windowStage:   128,
+		stageCost:     8,
+		windowStage:   1 << 20,
 		windowCost:    0,
-		sliceCost:     2,
-		tailWork:      30,
+		sliceCost:     0,
+		tailWork:      0,
 		tailBatch:     2,
+		groupCost:     0,
 	}
 }
 
 // cost returns the model's time for the decode kernel on m tokens and an
-// n × k weight with stages of sc chunks, CTAs of w warps, slices of cps
-// chunks and windows of xw chunks of activations (0: staged whole), on a
-// device with limits lim:
+// n × k weight with stages of sc chunks, CTAs of w warps, kw of them per
+// row block, slices of cps chunks and windows of xw chunks of activations
+// (0: staged whole), on a device with limits lim:
 //
 //	ceil(CTAs / (SMs·occupancy))·fixedWork
 //	  + max(all chunks / SMs, the busiest SM's chunks·100/smPeak)
-//	  + ceil(CTAs/SMs)·(staging + ctaCost + windowCost·(windows-1)),
+//	  + ceil(CTAs/SMs)·(staging + ctaCost + windowCost·(windows-1) [+ groupCost]),
 //
 // scaled up when an SM runs fewer than residentWarps warps or they keep
 // fewer than inFlight bytes in flight, and by sc4Percent for 4-chunk
 // stages; with several slices plus sliceCost per slice, the tail and the
 // SM's share of the partial sums' bytes (written once, read once).
-func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, cps, xw int) int {
+func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw int) int {
 	tiles := gemvTiles(m)
 	s := ceilDiv(k/gemvChunk, cps)
 	smem := gemvSmem(m, sc, w, cps, xw)
-	ctas := ceilDiv(n/32, w) * s
+	blocks := w / kw // row blocks per CTA
+	ctas := ceilDiv(n/32, blocks) * s
 	occ := max(1, lim.perSM/(smem+1024))
 	perSM := ceilDiv(ctas, lim.sms) // CTAs the busiest SM runs
 	staging, windows := ceilDiv((m+1)*cps, md.stageCost), 1
@@ -91,9 +96,13 @@ func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, cps, xw int) int {
 		windows = ceilDiv(cps, xw)
 		staging = ceilDiv((m+1)*xw, md.stageCost) + ceilDiv((m+1)*(cps-xw), md.windowStage)
 	}
-	stream := max(ceilDiv(n/32*(k/gemvChunk), lim.sms), ceilDiv(perSM*w*cps*100, md.smPeak))
+	group := 0
+	if kw > 1 {
+		group = md.groupCost
+	}
+	stream := max(ceilDiv(n/32*(k/gemvChunk), lim.sms), ceilDiv(perSM*blocks*cps*100, md.smPeak))
 	cost := ceilDiv(ctas, lim.sms*occ)*md.fixedWork + stream +
-		perSM*(staging+md.ctaCost+md.windowCost*(windows-1))
+		perSM*(staging+md.ctaCost+md.windowCost*(windows-1)+group)
 	resident := min(occ, perSM) * w
 	inFlight := resident * (gemvDepth(sc) - 1) * gemvStageBytes(sc)
 	cost = max(cost, ceilDiv(cost*md.inFlight, inFlight), ceilDiv(cost*md.residentWarps, resident))
@@ -112,8 +121,9 @@ func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, cps, xw int) int {
 type gemvOptions struct {
 	sc     int // chunks per pipeline stage: 2 or 4
 	warps  int // warps per CTA, 1 … gemvMaxWarps
+	kw     int // warps per row block: 1, 2, 4 or 8, dividing warps
 	splits int // slices of k, rounded so that none is empty
-	// window stages a slice's activations in windows of gemvWindow(sc)
+	// window stages a slice's activations in windows of gemvWindow(sc, kw)
 	// chunks (1) or whole (-1).
 	window int
 }
@@ -122,7 +132,8 @@ type gemvOptions struct {
 type gemvPlan struct {
 	tiles  int // 8-token tiles: 1, 2, 4 or 8
 	sc     int // chunks per pipeline stage
-	warps  int // warps per CTA, each owning 32 weight rows
+	warps  int // warps per CTA
+	kw     int // warps per 32-row block, taking its stages in turn
 	splits int // slices of K (grid.y); more than one uses the workspace
 	cps    int // 64-column chunks per slice, ceil(k/64 / splits) (the last may hold fewer)
 	xw     int // chunks per window of activations, or 0: the slice's staged whole
@@ -134,7 +145,7 @@ type gemvPlan struct {
 
 // grid returns the launch grid of p for n weight rows.
 func (p gemvPlan) grid(n int) dim3 {
-	return dim3{uint32(ceilDiv(n/32, p.warps)), uint32(p.splits), 1}
+	return dim3{uint32(ceilDiv(n/32, p.warps/p.kw)), uint32(p.splits), 1}
 }
 
 // gemvStageBytes and gemvDepth mirror Stage<SC> in cuda/gemv.cuh: the bytes
@@ -149,10 +160,10 @@ func gemvDepth(sc int) int {
 }
 
 // gemvWindow returns the chunks of a window of activations for stages of
-// sc chunks: the least the kernel allows, the stages its ring keeps in
-// flight (the next window is queued as one starts and must have landed
-// when it is reached).
-func gemvWindow(sc int) int { return sc * (gemvDepth(sc) - 1) }
+// sc chunks and kw warps per row block: the least the kernel allows, the
+// rounds of kw stages its rings keep in flight (the next window is queued
+// as one starts and must have landed when it is reached).
+func gemvWindow(sc, kw int) int { return kw * sc * (gemvDepth(sc) - 1) }
 
 // gemvSmem returns the dynamic shared memory of a CTA for m tokens: the
 // warps' rings, then the activations of the m tokens and a row of zeros,
@@ -193,11 +204,12 @@ func gemvReduceBatches(m, tiles, s int) int {
 // n × k weight on a device with limits lim; o forces parts of it.
 //
 // It tries both stage sizes, every CTA size (from gemvMinWarps warps),
-// every slice length, and the activations staged whole (every slice length
-// that fits in shared memory) or in windows (any slice length), and keeps
-// the one of least cost under defaultGemvModel. Ties go to fewer slices,
-// then to larger CTAs (activations staged once for more rows), then to
-// 2-chunk stages, then to activations staged whole.
+// 1, 2, 4 or 8 warps per row block, every slice length, and the
+// activations staged whole (every slice length that fits in shared
+// memory) or in windows (any slice length), and keeps the one of least
+// cost under defaultGemvModel. Ties go to fewer slices, then to larger
+// CTAs (activations staged once for more rows), then to fewer warps per
+// row block, then to 2-chunk stages, then to activations staged whole.
 func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
 	return defaultGemvModel().plan(m, n, k, lim, o)
 }
@@ -207,8 +219,10 @@ func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, 
 	if m < 1 || m > gemvMaxTokens || n < 32 || n%32 != 0 || k < gemvChunk || k%gemvChunk != 0 {
 		return gemvPlan{}, fmt.Errorf("%w: m = %d, n = %d, k = %d", errGemvPlan, m, n, k)
 	}
-	if o.warps < 0 || o.warps > gemvMaxWarps || o.splits < 0 || o.window < -1 || o.window > 1 {
-		return gemvPlan{}, fmt.Errorf("%w: %d warps, %d splits, window %d", errGemvPlan, o.warps, o.splits, o.window)
+	if o.warps < 0 || o.warps > gemvMaxWarps || o.splits < 0 || o.window < -1 || o.window > 1 ||
+		o.kw != 0 && (o.kw&(o.kw-1) != 0 || o.kw < 0 || o.kw > gemvMaxWarps || o.warps != 0 && o.warps%o.kw != 0) {
+		return gemvPlan{}, fmt.Errorf("%w: %d warps, %d per row block, %d splits, window %d", errGemvPlan,
+			o.warps, o.kw, o.splits, o.window)
 	}
 	if lim.sms < 1 || lim.smem < 1 || lim.perSM < lim.smem {
 		return gemvPlan{}, fmt.Errorf("%w: device limits %+v", errGemvPlan, lim)
@@ -221,56 +235,24 @@ func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, 
 	default:
 		return gemvPlan{}, fmt.Errorf("%w: %d chunks per stage", errGemvPlan, o.sc)
 	}
-	tiles := gemvTiles(m)
-	chunks := k / gemvChunk
 	best, bestCost := gemvPlan{}, -1
 	for _, sc := range scs {
 		for w := gemvMaxWarps; w >= 1; w-- {
 			if o.warps != 0 && w != o.warps || o.warps == 0 && w < gemvMinWarps {
 				continue
 			}
-			for _, windowed := range []bool{false, true} {
-				if o.window == 1 && !windowed || o.window == -1 && windowed {
+			for kw := 1; kw <= w; kw *= 2 {
+				if w%kw != 0 || o.kw != 0 && kw != o.kw {
 					continue
 				}
-				xw, maxCPS := 0, 0
-				if windowed {
-					xw = gemvWindow(sc)
-					if gemvSmem(m, sc, w, 0, xw) <= lim.smem {
-						maxCPS = chunks
-					}
-				} else {
-					ring := w * gemvDepth(sc) * gemvStageBytes(sc)
-					maxCPS = min(((lim.smem-ring)/(4*(m+1))-gemvPadWords)/gemvChunkWords, chunks)
+				p, cost := md.planCTA(m, n, k, lim, o, sc, w, kw)
+				if cost < 0 {
+					continue
 				}
-				lo, hi := 1, maxCPS
-				if o.splits != 0 {
-					lo = ceilDiv(chunks, min(o.splits, chunks))
-					hi = lo
-				}
-				for cps := hi; cps >= lo && cps <= maxCPS; cps-- {
-					s := ceilDiv(chunks, cps)
-					if s > maxGridY {
-						break
-					}
-					if cps > ceilDiv(chunks, s) {
-						continue // the same slices as a shorter cps
-					}
-					if windowed && cps <= xw {
-						continue // one window: the slice staged whole
-					}
-					pxw := 0
-					if windowed {
-						pxw = xw
-					}
-					cost := md.cost(m, n, k, lim, sc, w, cps, pxw)
-					if bestCost < 0 || cost < bestCost || cost == bestCost &&
-						(s < best.splits || s == best.splits && (w > best.warps || w == best.warps &&
-							(sc < best.sc || sc == best.sc && pxw < best.xw))) {
-						best = gemvPlan{tiles: tiles, sc: sc, warps: w, splits: s, cps: cps, xw: pxw,
-							smem: gemvSmem(m, sc, w, cps, pxw)}
-						bestCost = cost
-					}
+				if bestCost < 0 || cost < bestCost || cost == bestCost &&
+					(p.splits < best.splits || p.splits == best.splits && (w > best.warps || w == best.warps &&
+						(kw < best.kw || kw == best.kw && (sc < best.sc || sc == best.sc && p.xw < best.xw)))) {
+					best, bestCost = p, cost
 				}
 			}
 		}
@@ -280,4 +262,57 @@ func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, 
 			errGemvPlan, m, k, o, lim.smem)
 	}
 	return best, nil
+}
+
+// planCTA is plan's search over slice lengths and activation staging for
+// CTAs of w warps, kw per row block, and stages of sc chunks: the plan of
+// least cost (ties as in plan) and its cost, or a cost of -1 when none
+// fits.
+func (md gemvModel) planCTA(m, n, k int, lim gemvLimits, o gemvOptions, sc, w, kw int) (gemvPlan, int) {
+	tiles := gemvTiles(m)
+	chunks := k / gemvChunk
+	best, bestCost := gemvPlan{}, -1
+	for _, windowed := range []bool{false, true} {
+		if o.window == 1 && !windowed || o.window == -1 && windowed {
+			continue
+		}
+		xw, maxCPS := 0, 0
+		if windowed {
+			xw = gemvWindow(sc, kw)
+			if gemvSmem(m, sc, w, 0, xw) <= lim.smem {
+				maxCPS = chunks
+			}
+		} else {
+			ring := w * gemvDepth(sc) * gemvStageBytes(sc)
+			maxCPS = min(((lim.smem-ring)/(4*(m+1))-gemvPadWords)/gemvChunkWords, chunks)
+		}
+		lo, hi := 1, maxCPS
+		if o.splits != 0 {
+			lo = ceilDiv(chunks, min(o.splits, chunks))
+			hi = lo
+		}
+		for cps := hi; cps >= lo && cps <= maxCPS; cps-- {
+			s := ceilDiv(chunks, cps)
+			if s > maxGridY {
+				break
+			}
+			if cps > ceilDiv(chunks, s) {
+				continue // the same slices as a shorter cps
+			}
+			if windowed && cps <= xw {
+				continue // one window: the slice staged whole
+			}
+			pxw := 0
+			if windowed {
+				pxw = xw
+			}
+			cost := md.cost(m, n, k, lim, sc, w, kw, cps, pxw)
+			if bestCost < 0 || cost < bestCost || cost == bestCost && (s < best.splits || s == best.splits && pxw < best.xw) {
+				best = gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw,
+					smem: gemvSmem(m, sc, w, cps, pxw)}
+				bestCost = cost
+			}
+		}
+	}
+	return best, bestCost
 }

@@ -12,8 +12,8 @@ import (
 
 // sweepPlan is one decode-kernel plan BenchmarkGPUDecodeSweep timed.
 type sweepPlan struct {
-	sc, w, cps, xw int
-	us             float64
+	sc, w, kw, cps, xw int
+	us                 float64
 }
 
 // sweepCase is one shape and token count of a sweep and its timed plans.
@@ -25,7 +25,7 @@ type sweepCase struct {
 
 // loadSweep reads a gzipped sweep log: after comment lines, one plan per
 // line as BenchmarkGPUDecodeSweep logs it ("sweep
-// llama3-8b/q_o_4096x4096 m=1 sc=2 w=8 s=8 cps=8 xw=0 us=11.28").
+// llama3-8b/q_o_4096x4096 m=1 sc=2 w=8 kw=2 s=8 cps=8 xw=0 us=11.28").
 func loadSweep(t testing.TB, path string) []sweepCase {
 	t.Helper()
 	f, err := os.Open(path)
@@ -48,8 +48,8 @@ func loadSweep(t testing.TB, path string) []sweepCase {
 		var kind, shape string
 		var m, s, n, k int
 		var p sweepPlan
-		if _, err := fmt.Sscanf(text, "%s %s m=%d sc=%d w=%d s=%d cps=%d xw=%d us=%g",
-			&kind, &shape, &m, &p.sc, &p.w, &s, &p.cps, &p.xw, &p.us); err != nil {
+		if _, err := fmt.Sscanf(text, "%s %s m=%d sc=%d w=%d kw=%d s=%d cps=%d xw=%d us=%g",
+			&kind, &shape, &m, &p.sc, &p.w, &p.kw, &s, &p.cps, &p.xw, &p.us); err != nil {
 			t.Fatalf("%s:%d: %v: %q", path, line, err, text)
 		}
 		if i := strings.LastIndexByte(shape, '_'); i < 0 {
@@ -80,7 +80,7 @@ func replay(md gemvModel, lim gemvLimits, cases []sweepCase) (mean, worst float6
 		best, pick, pickCost := c.plans[0].us, -1, 0
 		for i, p := range c.plans {
 			best = min(best, p.us)
-			cost := md.cost(c.m, c.n, c.k, lim, p.sc, p.w, p.cps, p.xw)
+			cost := md.cost(c.m, c.n, c.k, lim, p.sc, p.w, p.kw, p.cps, p.xw)
 			if pick < 0 || cost < pickCost {
 				pick, pickCost = i, cost
 			}
@@ -141,6 +141,7 @@ func TestGemvModelFit(t *testing.T) {
 		{"sliceCost", &md.sliceCost, []int{0, 1, 2, 4, 8}},
 		{"tailWork", &md.tailWork, []int{0, 10, 20, 30, 40, 50, 60, 80}},
 		{"tailBatch", &md.tailBatch, []int{0, 2, 4, 8, 12, 16, 24}},
+		{"groupCost", &md.groupCost, []int{0, 1, 2, 4, 8, 16}},
 	}
 	score := func() (float64, float64) {
 		mean, worst, _ := replay(md, h100Limits, cases)

@@ -37,6 +37,10 @@ func TestPlanGemv(t *testing.T) {
 		{64, 4096, 14336, h100Limits, gemvOptions{window: -1}},
 		{32, 288, 640, h100Limits, gemvOptions{sc: 4, warps: 3, splits: 1, window: 1}},
 		{64, 8192, 28672, a100Limits, gemvOptions{}},
+		{1, 4096, 4096, h100Limits, gemvOptions{kw: 4}},
+		{1, 64, 4096, h100Limits, gemvOptions{sc: 2, warps: 8, kw: 8, window: 1}},
+		{48, 1024, 4096, h100Limits, gemvOptions{warps: 6, kw: 2}},
+		{16, 4096, 14336, sm86Limits, gemvOptions{kw: 2, window: 1}},
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
 		if err != nil {
@@ -52,6 +56,8 @@ func TestPlanGemv(t *testing.T) {
 			t.Errorf("%+v: %d chunks per stage", c, p.sc)
 		case p.warps < 1 || p.warps > gemvMaxWarps || c.o.warps != 0 && p.warps != c.o.warps:
 			t.Errorf("%+v: %d warps", c, p.warps)
+		case p.kw != 1 && p.kw != 2 && p.kw != 4 && p.kw != 8, p.warps%p.kw != 0, c.o.kw != 0 && p.kw != c.o.kw:
+			t.Errorf("%+v: %d warps per row block of %d", c, p.kw, p.warps)
 		case p.cps < 1 || p.splits < 1 || p.splits*p.cps < chunks || (p.splits-1)*p.cps >= chunks,
 			p.cps != ceilDiv(chunks, p.splits): // the kernel derives cps from the grid
 			t.Errorf("%+v: %d slices of %d chunks for %d chunks", c, p.splits, p.cps, chunks)
@@ -59,29 +65,35 @@ func TestPlanGemv(t *testing.T) {
 			t.Errorf("%+v: %d slices", c, p.splits)
 		case p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw) || p.smem > c.lim.smem:
 			t.Errorf("%+v: %d bytes of shared memory", c, p.smem)
-		case p.xw != 0 && (p.xw%p.sc != 0 || p.xw < (gemvDepth(p.sc)-1)*p.sc || p.xw >= p.cps),
+		case p.xw != 0 && (p.xw%(p.kw*p.sc) != 0 || p.xw < (gemvDepth(p.sc)-1)*p.kw*p.sc || p.xw >= p.cps),
 			c.o.window == 1 && p.xw == 0, c.o.window == -1 && p.xw != 0:
 			t.Errorf("%+v: windows of %d chunks, %d per slice", c, p.xw, p.cps)
 		}
-		if g := p.grid(c.n); int(g[0])*p.warps*32 < c.n || int(g[0]-1)*p.warps*32 >= c.n || int(g[1]) != p.splits {
+		rows := 32 * p.warps / p.kw // weight rows of a CTA
+		if g := p.grid(c.n); int(g[0])*rows < c.n || int(g[0]-1)*rows >= c.n || int(g[1]) != p.splits {
 			t.Errorf("%+v: grid %v", c, g)
 		}
 	}
-	// Llama-3-8B gate_up on an H100: at m = 1 one slice of 4-warp CTAs (112
-	// CTAs of 128 rows, 20 SMs idle: faster than 2 slices on all 132, whose
-	// split-K tail costs about 2 µs) in 4-chunk stages, the activations in
-	// windows; at m = 64 two slices of 7-warp CTAs in 2-chunk stages (the
-	// fastest plans of the sweep in testdata).
+	// Llama-3-8B gate_up on an H100: one slice of 4-warp CTAs (112 CTAs of
+	// 128 rows, 20 SMs idle: faster than 2 slices on all 132), the
+	// activations in windows; at m = 1 in 4-chunk stages, at m = 64 in
+	// 2-chunk ones (the fastest plans of the sweep in testdata).
+	// Llama-3-8B k_v at m = 1: 8 slices of 8-warp CTAs, 4 warps per row
+	// block (128 CTAs, half the slices of the best plan without kw).
 	for _, c := range []struct {
 		m    int
 		want gemvPlan
 	}{
-		{1, gemvPlan{tiles: 1, sc: 4, warps: 4, splits: 1, cps: 64, xw: 8, smem: 114752}},
-		{64, gemvPlan{tiles: 8, sc: 2, warps: 7, splits: 2, cps: 32, xw: 6, smem: 230944}},
+		{1, gemvPlan{tiles: 1, sc: 4, warps: 4, kw: 1, splits: 1, cps: 64, xw: 8, smem: 114752}},
+		{64, gemvPlan{tiles: 8, sc: 2, warps: 4, kw: 1, splits: 1, cps: 64, xw: 6, smem: 175648}},
 	} {
 		if p, err := planGemv(c.m, 14336, 4096, h100Limits, gemvOptions{}); err != nil || p != c.want {
 			t.Errorf("gate_up m=%d: %+v, %v", c.m, p, err)
 		}
+	}
+	want := gemvPlan{tiles: 1, sc: 4, warps: 8, kw: 4, splits: 8, cps: 8, xw: 0, smem: 223264}
+	if p, err := planGemv(1, 1024, 4096, h100Limits, gemvOptions{}); err != nil || p != want {
+		t.Errorf("k_v m=1: %+v, %v", p, err)
 	}
 	// The split-K tail's batches follow reduce in cuda/gemv.cuh.
 	for _, c := range []struct{ m, tiles, s, want int }{
@@ -106,7 +118,12 @@ func TestPlanGemv(t *testing.T) {
 		{1, 32, 64, h100Limits, gemvOptions{splits: -1}},
 		{1, 32, 64, h100Limits, gemvOptions{sc: 8}},
 		{1, 32, 64, h100Limits, gemvOptions{window: 2}},
-		{1, 32, 64 * 6, h100Limits, gemvOptions{window: 1, splits: 1, sc: 2}}, // one window: no windows
+		{1, 32, 64, h100Limits, gemvOptions{kw: 3}},
+		{1, 32, 64, h100Limits, gemvOptions{kw: 16}},
+		{1, 32, 64, h100Limits, gemvOptions{kw: -2}},
+		{1, 32, 64, h100Limits, gemvOptions{warps: 6, kw: 4}},
+		{1, 32, 64 * 24, h100Limits, gemvOptions{kw: 4, sc: 2, window: 1, splits: 1}}, // one window of 4·2·3 chunks
+		{1, 32, 64 * 6, h100Limits, gemvOptions{window: 1, splits: 1, sc: 2}},         // one window: no windows
 		{1, 32, 64, gemvLimits{}, gemvOptions{}},
 		{64, 32, 64, gemvLimits{sms: 1, smem: 20000, perSM: 20000}, gemvOptions{}},                     // not one stage
 		{64, 32, 4096, h100Limits, gemvOptions{splits: 1, window: -1}},                                 // 64 chunks of 64 tokens, whole
@@ -179,22 +196,32 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 }
 
 // gemvChoices are decode-kernel plans that cover its cases: the default,
-// 3-warp CTAs with 2-chunk stages and two slices (partial sums added), and
-// one warp per CTA with 4-chunk stages and as many slices as chunks (a
-// stage mostly past the slice). Where a slice holds more than one window
-// of activations (k ≥ 17 chunks) it adds windows: 4-warp CTAs with
-// 2-chunk stages and two slices, and 3-warp CTAs with 4-chunk stages and
-// one slice, both with a last window shorter than the others.
-func gemvChoices(k int) []sparseChoice {
+// 3-warp CTAs with 2-chunk stages and two slices (partial sums added), one
+// warp per CTA with 4-chunk stages and as many slices as chunks (a stage
+// mostly past the slice), two row blocks of two warps each per CTA over
+// two slices (a last round one warp short when a slice has an odd number
+// of stages), and eight warps on one row block (most of them without a
+// stage when k is small). Where a slice holds more than one window of
+// activations (k ≥ 17 chunks) it adds windows: 4-warp CTAs with 2-chunk
+// stages and two slices, 3-warp CTAs with 4-chunk stages and one slice,
+// and (up to m = 32, whose windows fit beside the rings) 4-warp CTAs of
+// two row blocks of two warps with one slice, each with a last window
+// shorter than the others.
+func gemvChoices(m, k int) []sparseChoice {
 	c := []sparseChoice{
 		{kernel: sparseGemv, gemv: gemvOptions{}},
 		{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 3, splits: 2}},
 		{kernel: sparseGemv, gemv: gemvOptions{sc: 4, warps: 1, splits: k / gemvChunk}},
+		{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 4, kw: 2, splits: 2}},
+		{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 8, kw: 8}},
 	}
-	if k/gemvChunk >= 2*gemvWindow(4)+1 {
+	if k/gemvChunk >= 2*gemvWindow(4, 1)+1 {
 		c = append(c,
 			sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 4, splits: 2, window: 1}},
 			sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 4, warps: 3, splits: 1, window: 1}})
+	}
+	if k/gemvChunk >= 2*gemvWindow(2, 2)+1 && m <= 32 {
+		c = append(c, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 4, kw: 2, splits: 1, window: 1}})
 	}
 	return c
 }
@@ -202,8 +229,9 @@ func gemvChoices(k int) []sparseChoice {
 // TestGPUDecodeSmall checks the decode kernel on small shapes against a
 // float64 reference over the whole output: every token tile count, m not
 // a multiple of 8, a last CTA with idle warps (n = 288), one and several
-// slices, activations staged whole and in windows (k = 1600: 25 chunks,
-// also with idle warps, which must keep to the CTA's barriers). The
+// slices, one to eight warps per row block, activations staged whole and
+// in windows (k = 1600: 25 chunks, also with idle warps, which must keep
+// to the CTA's barriers). The
 // sanitizer runs use it.
 func TestGPUDecodeSmall(t *testing.T) {
 	d := openGPU(t)
@@ -219,7 +247,7 @@ func TestGPUDecodeSmall(t *testing.T) {
 			}
 			for _, m := range []int{1, 2, 5, 8, 9, 16, 17, 33, 64} {
 				ref := refColumns(dt, xs, w.dense, m, s.k, cols)
-				for _, c := range gemvChoices(s.k) {
+				for _, c := range gemvChoices(m, s.k) {
 					got := runSparse(t, d, dt, w, x, m, c)
 					checkClose(t, fmt.Sprintf("%v n%d k%d m%d %+v", dt, s.n, s.k, m, c), s.k, got, ref)
 				}
@@ -256,10 +284,12 @@ func TestGPUDecodeDeterministic(t *testing.T) {
 		{small, 1, decode(gemvOptions{splits: 2})},
 		{small, 7, decode(gemvOptions{sc: 2, warps: 3, splits: 5})},
 		{small, 33, decode(gemvOptions{sc: 4, warps: 1, splits: k / gemvChunk})},
-		{large, 64, decode(gemvOptions{warps: 2, splits: 20})}, // grows the workspace
+		{small, 9, decode(gemvOptions{sc: 2, warps: 4, kw: 2, splits: 2})}, // sums of two warps, then of two slices
+		{large, 64, decode(gemvOptions{warps: 2, splits: 20})},             // grows the workspace
 		{small, 1, decode(gemvOptions{splits: 2})},
 		{large, 3, decode(gemvOptions{sc: 4, warps: 8, splits: 4})},
 		{large, 64, decode(gemvOptions{sc: 2, warps: 4, splits: 2, window: 1})}, // windows of activations
+		{large, 17, decode(gemvOptions{sc: 2, warps: 8, kw: 4, splits: 2})},
 		{small, 7, decode(gemvOptions{sc: 2, warps: 3, splits: 5})},
 		{small, 33, decode(gemvOptions{sc: 4, warps: 1, splits: k / gemvChunk})},
 	}
@@ -318,7 +348,7 @@ func TestGPUDecodeDegenerate(t *testing.T) {
 			w.packed, w.meta = packAmpere(dense, n, k)
 			w.dDense, w.dPack, w.dMeta = upload16(t, d, w.dense), upload16(t, d, w.packed), upload16(t, d, w.meta)
 			ref := refColumns(dt, xs, dense, m, k, []int{0, 1, 16, 31, 63, n - 1})
-			for _, c := range gemvChoices(k) {
+			for _, c := range gemvChoices(m, k) {
 				got := runSparse(t, d, dt, w, x, m, c)
 				if pos < 0 {
 					for i, v := range got {

@@ -9,14 +9,19 @@
 // cores (mma.sp m16n8k32, tokens padded to the n = 8 tile) are far from
 // busy.
 //
-// Work split. A warp owns one block of 32 weight rows; a CTA of `warps`
-// warps (blockDim.x / 32) owns 32·warps rows and one slice of K (grid.y
-// slices of `cps` chunks of 64 columns). The CTA stages its slice of X (the
+// Work split. A row block of 32 weight rows is owned by kw warps (1, 2, 4
+// or 8), which take the stages of the CTA's slice of K in turn (warp kq of
+// the block stages kq, kq+kw, …); a CTA of `warps` warps (blockDim.x / 32)
+// owns warps/kw row blocks and one slice of K (grid.y slices of `cps`
+// chunks of 64 columns). kw > 1 splits K inside the CTA: at the end the
+// block's warps add their sums through shared memory, with no trip to
+// global memory, so a small weight fills the SMs with fewer slices. The
+// CTA stages its slice of X (the
 // M tokens and one row of zeros, which the padding tokens of the n = 8
 // tiles read) in shared memory, either whole, once, or (when the slice's
-// activations would not fit, from M = 16 or so) in windows of a few stages
-// through two buffers, the next window queued as one starts, with a CTA
-// barrier per window. Each warp then runs its own
+// activations would not fit, from M = 16 or so) in windows of a few rounds
+// of stages through two buffers, the next window queued as one starts,
+// with a CTA barrier per window. Each warp then runs its own
 // cp.async pipeline over its rows: a stage is SC chunks of all 32 rows, each
 // row a contiguous run of SC·64 bytes (whole cache lines; loading the
 // 64-byte pieces the fragments need straight into registers reached only
@@ -24,8 +29,9 @@
 // ring in shared memory; the main loop has no CTA-wide barrier but the one
 // per window of activations. With one slice the results are stored.
 //
-// Several slices (split K), deterministically and in one launch: each warp
-// stores its partial sums to a workspace W[slice][token][row] (f32), then
+// Several slices (split K), deterministically and in one launch: the first
+// warp of each row block (holding its block's sums of the slice) stores
+// them to a workspace W[slice][token][row] (f32), then
 // draws a ticket from its row block's counter with one acq_rel atomic. The
 // warp that draws the last ticket adds the slices up in an order fixed by M
 // and the slice count (see reduce), whichever warp that is, so Y is
@@ -50,7 +56,7 @@
 // and 1 for rows 16-31 of the block.
 //
 // Requirements (checked by the Go caller): N % 32 == 0, K % 64 == 0,
-// 1 ≤ M ≤ 8·NT, blockDim.x = 32·warps ≤ 256, dynamic shared memory as
+// 1 ≤ M ≤ 8·NT, blockDim.x = 32·warps ≤ 256, kw ∈ {1, 2, 4, 8} dividing warps, dynamic shared memory as
 // documented at the entry points and, with more than one slice, the
 // workspace and counters described above. Slice s holds chunks
 // [s·cps, min((s+1)·cps, K/64)) with cps = ceil(K/64 / gridDim.y); the Go
@@ -58,6 +64,14 @@
 #pragma once
 
 #include "common.cuh"
+
+// SFS_GEMV_TRACE(point) marks points of the kernel (0 entry, 1 activations
+// window 0 staged, 2 first stage landed, 3 main loop done, 4 sums stored)
+// for kernels/scripts/gemv_probe.cu, which defines it to record the time;
+// the product builds it to nothing.
+#ifndef SFS_GEMV_TRACE
+#define SFS_GEMV_TRACE(point)
+#endif
 
 namespace sfs {
 namespace gemv {
@@ -370,10 +384,16 @@ __device__ __forceinline__ void stage_x(uint32_t xb, const uint16_t* __restrict_
   }
 }
 
+// bar_group waits at named barrier id for the n threads of one row
+// block's warps (their barrier, not the CTA's).
+__device__ __forceinline__ void bar_group(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
 template <typename T, int NT, int SC>
 __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __restrict__ X,
                                        const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
-                                       float* __restrict__ W, int M, int N, int K, int xwin) {
+                                       float* __restrict__ W, int M, int N, int K, int xwin, int kw) {
   using S = Stage<SC>;
   constexpr int ST = S::kDepth;
   constexpr int kTokens = 8 * NT;
@@ -388,6 +408,11 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   const int c0 = blockIdx.y * cps;
   const int nc = min(cps, chunks - c0);  // ≥ 1 for the Go planner's grids; ≤ 0 adds zeros
   const int nst = (nc + SC - 1) / SC;    // pipeline stages of the slice
+  // The kw warps of a row block take its stages in turn: round r is
+  // stages r·kw … r·kw+kw-1, warp kq of the block stage r·kw + kq.
+  const int kq = warp % kw;
+  const int rounds = (nst + kw - 1) / kw;
+  const int round = kw * SC;  // chunks of the slice one round covers
   // Activations: the whole slice in one buffer (xwin = 0), or windows of
   // xw chunks through two buffers.
   const bool windowed = xwin > 0 && xwin < cps;
@@ -396,30 +421,34 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   const int rows = min(M, kTokens);  // token rows of X staged; row `rows` is zeros
   const uint32_t xbuf = 4 * (rows + 1) * ts;  // bytes of one X buffer
   // Layout: the warps' rings, then the X buffer(s), as shared addresses.
-  const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * ST * S::kBytes;
-  const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warps * ST * S::kBytes;
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t ring = base + warp * ST * S::kBytes;
+  const uint32_t xs = base + warps * ST * S::kBytes;
+  SFS_GEMV_TRACE(0);
 
   stage_x(xs, X, K, c0, 0, xw, nc, rows, ts, warp, warps, lane);
   cp_async_commit();
 
   // Start the weight stream before waiting for X. Warps past N only help
   // stage X.
-  const int rb = blockIdx.x * warps + warp;  // weight row block of this warp
+  const int rb = blockIdx.x * (warps / kw) + warp / kw;  // weight row block of this warp
   const bool active = rb < N / 32;
   const Copies<SC> cp(P, U, N, K, active ? rb : 0, c0, ring, lane);
 #pragma unroll
-  for (int s = 0; s < ST - 1; ++s) {
+  for (int r = 0; r < ST - 1; ++r) {
+    const int s = r * kw + kq;
     if (active && s < nst) {
       if ((s + 1) * SC <= nc) {
-        cp.template issue<true>(s, nc, s * S::kBytes);
+        cp.template issue<true>(s, nc, r * S::kBytes);
       } else {
-        cp.template issue<false>(s, nc, s * S::kBytes);
+        cp.template issue<false>(s, nc, r * S::kBytes);
       }
     }
     cp_async_commit();
   }
   cp_async_wait<ST - 1>();  // this thread's copies of X window 0 (the oldest group)
   __syncthreads();
+  SFS_GEMV_TRACE(1);
   if (!active && !windowed) return;
 
   // Fragment addresses (Lane): A rows ar = lane%8 (+8 for matrices 1 and
@@ -440,17 +469,18 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[t][s][i] = 0.f;
 
-  // Position of stage st's activations: window win (in buffer win % 2),
-  // chunk pos of it. Windows hold a whole number of stages (xw % SC == 0
-  // when windowed), and window w+1 is queued when window w starts, at
-  // least ST-1 stages (xw ≥ (ST-1)·SC) before it is read, so the wait
+  // Position of round r's activations: window win (in buffer win % 2),
+  // chunk pos of it. Windows hold a whole number of rounds (xw % (kw·SC)
+  // == 0 when windowed), and window w+1 is queued when window w starts, at
+  // least ST-1 rounds (xw ≥ (ST-1)·kw·SC) before it is read, so the wait
   // below has completed its copies by then.
   int win = 0, pos = 0;
-  for (int st = 0; st < nst; ++st) {
-    // Stage st has landed (this lane's copies) and every lane is done with
-    // slot (st-1) % ST: make both visible across the warp, then refill
-    // that slot with stage st+ST-1.
+  for (int r = 0; r < rounds; ++r) {
+    // Round r's stage has landed (this lane's copies) and every lane is
+    // done with slot (r-1) % ST: make both visible across the warp, then
+    // refill that slot with the stage of round r+ST-1.
     cp_async_wait<ST - 2>();
+    if (r == 0) SFS_GEMV_TRACE(2);
     if (pos == xw) {
       // A new window: every warp is done with the previous one, whose
       // buffer takes the window after this one, and this one's copies
@@ -464,28 +494,62 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
     if (windowed && pos == 0 && (win + 1) * xw < nc) {
       stage_x(xs + ((win + 1) & 1) * xbuf, X, K, c0, win + 1, xw, nc, rows, ts, warp, warps, lane);
     }
-    const int next = st + ST - 1;
+    const int next = (r + ST - 1) * kw + kq;
     if (active && next < nst) {
       if ((next + 1) * SC <= nc) {
-        cp.template issue<true>(next, nc, (next % ST) * S::kBytes);
+        cp.template issue<true>(next, nc, ((r + ST - 1) % ST) * S::kBytes);
       } else {
-        cp.template issue<false>(next, nc, (next % ST) * S::kBytes);
+        cp.template issue<false>(next, nc, ((r + ST - 1) % ST) * S::kBytes);
       }
     }
     cp_async_commit();
-    if (active) {
-      const uint32_t slot = ring + (st % ST) * S::kBytes;
-      const uint32_t xoff = (win & 1) * xbuf + pos * 128;
+    const int st = r * kw + kq;
+    if (active && st < nst) {
+      const uint32_t slot = ring + (r % ST) * S::kBytes;
+      const uint32_t xoff = (win & 1) * xbuf + (pos + kq * SC) * 128;
       if ((st + 1) * SC <= nc) {
         stage_multiply<T, NT, SC, true>(acc, slot, ln, xoff, st, nc);
       } else {
         stage_multiply<T, NT, SC, false>(acc, slot, ln, xoff, st, nc);
       }
     }
-    pos += SC;
+    pos += round;
   }
   cp_async_wait<0>();
+  SFS_GEMV_TRACE(3);
   if (!active) return;
+
+  // Several warps per row block: each puts its sums in its own ring (free
+  // now: its copies have landed and been read), and the block's first
+  // warp adds them to its own in warp order, the same bits every run.
+  if (kw > 1) {
+    __syncwarp();
+    constexpr int kAcc = NT * 8;  // accumulators per lane
+    if (kq != 0) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int s = 0; s < 2; ++s)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t a = ring + 4 * ((t * 8 + s * 4 + i) * 32 + lane);
+            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(a), "f"(acc[t][s][i]) : "memory");
+          }
+    }
+    bar_group(1 + warp / kw, 32 * kw);
+    if (kq != 0) return;
+    for (int q = 1; q < kw; ++q) {
+      const uint32_t other = base + (warp + q) * ST * S::kBytes;
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int s = 0; s < 2; ++s)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            acc[t][s][i] += __uint_as_float(lds32(other + 4 * ((t * 8 + s * 4 + i) * 32 + lane)));
+    }
+    static_assert(kAcc * 32 * 4 <= ST * S::kBytes, "a warp's sums fit in its ring");
+  }
 
   // One slice: the sums are final. Several: this slice's part of them goes
   // to the workspace, the same [token][row] layout as Y.
@@ -506,6 +570,7 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
       }
     }
   }
+  SFS_GEMV_TRACE(4);
   if (slices == 1) return;
 
   // Draw the row block's ticket once the whole warp has stored its sums:
@@ -528,24 +593,24 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
 }  // namespace gemv
 }  // namespace sfs
 
-// gemv_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/32 / warps), slices),
-// block 32·warps (≤ 256), dynamic shared memory
-// warps·ST·Stage<SC>::kBytes + B·4·(min(M, 8·NT) + 1)·(xw·32 + 4) bytes with
-// cps = ceil(K/64 / slices) and, for xwin = 0 or xwin ≥ cps (the slice's
-// activations staged whole), xw = cps and B = 1, else (staged in windows
-// of xwin chunks through two buffers) xw = xwin and B = 2; a window size
-// must then be a multiple of SC and at least (ST-1)·SC. NT is the number
-// of 8-token tiles (M ≤ 8·NT), SC the chunks per pipeline stage. Y is f32
-// [M][N], written with plain stores, 16-byte aligned; X is [M][K]; P
-// (packed) is [N][K/2]; U is the stored meta viewed as uint32 (N·K/32
-// words). W (several slices only; unused with one) is the f32 workspace
-// [slices][M][N], 16-byte aligned, preceded by the N/32 u32 ticket
-// counters, all zero at launch and left zero.
+// gemv_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/32 / (warps/kw)),
+// slices), block 32·warps (≤ 256), kw warps per row block, dynamic shared
+// memory warps·ST·Stage<SC>::kBytes + B·4·(min(M, 8·NT) + 1)·(xw·32 + 4)
+// bytes with cps = ceil(K/64 / slices) and, for xwin = 0 or xwin ≥ cps (the
+// slice's activations staged whole), xw = cps and B = 1, else (staged in
+// windows of xwin chunks through two buffers) xw = xwin and B = 2; a window
+// size must then be a multiple of kw·SC and at least (ST-1)·kw·SC. NT is
+// the number of 8-token tiles (M ≤ 8·NT), SC the chunks per pipeline
+// stage. Y is f32 [M][N], written with plain stores, 16-byte aligned; X is
+// [M][K]; P (packed) is [N][K/2]; U is the stored meta viewed as uint32
+// (N·K/32 words). W (several slices only; unused with one) is the f32
+// workspace [slices][M][N], 16-byte aligned, preceded by the N/32 u32
+// ticket counters, all zero at launch and left zero.
 #define SFS_GEMV(name, T, NT, SC)                                                                             \
   extern "C" __global__ void __launch_bounds__(sfs::gemv::kMaxThreads)                                       \
       name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,            \
-           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin) {           \
-    sfs::gemv::kernel<T, NT, SC>(Y, X, P, U, W, M, N, K, xwin);                                              \
+           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin, int kw) {   \
+    sfs::gemv::kernel<T, NT, SC>(Y, X, P, U, W, M, N, K, xwin, kw);                                          \
   }
 #define SFS_GEMV_SC(SC)                              \
   SFS_GEMV(gemv_bf16_t1_s##SC, sfs::BF16, 1, SC)     \
