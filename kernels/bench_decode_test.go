@@ -270,7 +270,10 @@ func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
 				if w%kw != 0 {
 					continue
 				}
-				for _, s := range []int{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64} {
+				for s := 1; s <= 64; s++ {
+					if !gemvSweptSlices(s) {
+						continue
+					}
 					for _, win := range []int{-1, 1} {
 						o := gemvOptions{sc: sc, warps: w, kw: kw, splits: s, window: win}
 						p, err := planGemv(m, n, k, lim, o)

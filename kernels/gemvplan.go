@@ -264,6 +264,18 @@ func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, 
 	return best, nil
 }
 
+// gemvSweptSlices reports whether planGemv may choose s slices on its
+// own: the slice counts BenchmarkGPUDecodeSweep times, so that the plans
+// it chooses for the swept shapes are plans the sweep timed and
+// TestGemvModelReplay checks what it will do, not a neighbour.
+func gemvSweptSlices(s int) bool {
+	switch s {
+	case 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64:
+		return true
+	}
+	return s > 64
+}
+
 // planCTA is plan's search over slice lengths and activation staging for
 // CTAs of w warps, kw per row block, and stages of sc chunks: the plan of
 // least cost (ties as in plan) and its cost, or a cost of -1 when none
@@ -298,6 +310,9 @@ func (md gemvModel) planCTA(m, n, k int, lim gemvLimits, o gemvOptions, sc, w, k
 			}
 			if cps > ceilDiv(chunks, s) {
 				continue // the same slices as a shorter cps
+			}
+			if o.splits == 0 && !gemvSweptSlices(s) {
+				continue
 			}
 			if windowed && cps <= xw {
 				continue // one window: the slice staged whole

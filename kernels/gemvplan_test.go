@@ -108,6 +108,21 @@ func TestGemvModelReplay(t *testing.T) {
 	mean, worst, which := replay(defaultGemvModel(), h100Limits, cases)
 	t.Logf("default model: %.1f%% slower than the best timed plan on average, at worst %.1f%%: %s",
 		100*mean, 100*worst, which)
+	// The replay picks among the timed plans; planGemv searches them all,
+	// so its choice must be one of them for the replay to say what it does.
+	for _, c := range cases {
+		p, err := planGemv(c.m, c.n, c.k, h100Limits, gemvOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		timed := false
+		for _, q := range c.plans {
+			timed = timed || q.sc == p.sc && q.w == p.warps && q.kw == p.kw && q.cps == p.cps && q.xw == p.xw
+		}
+		if !timed {
+			t.Errorf("%s: planGemv chooses %+v, which the sweep did not time", c.name, p)
+		}
+	}
 	if mean > 0.025 || worst > 0.12 {
 		t.Errorf("the model's choices are %.1f%% slower on average (want ≤ 2.5%%), %.1f%% at worst (want ≤ 12%%): %s",
 			100*mean, 100*worst, which)
