@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include <string>
 #include <cuda_runtime.h>
 
 __device__ unsigned long long g_trace[1 << 14][5];
@@ -28,7 +29,11 @@ __device__ unsigned long long g_trace[1 << 14][5];
     }                                                                                          \
   } while (0)
 
-#include "../cuda/gemv.cuh"
+// GEMV_CUH: the kernel source to probe (another version of it, to compare).
+#ifndef GEMV_CUH
+#define GEMV_CUH "../cuda/gemv.cuh"
+#endif
+#include GEMV_CUH
 
 #define CK(x)                                                                   \
   do {                                                                          \
@@ -46,6 +51,10 @@ __device__ unsigned long long g_trace[1 << 14][5];
   }
 PROBE(probe_t1_s2, 1, 2)
 PROBE(probe_t1_s4, 1, 4)
+PROBE(probe_t2_s2, 2, 2)
+PROBE(probe_t2_s4, 2, 4)
+PROBE(probe_t4_s2, 4, 2)
+PROBE(probe_t4_s4, 4, 4)
 PROBE(probe_t8_s2, 8, 2)
 PROBE(probe_t8_s4, 8, 4)
 
@@ -160,7 +169,9 @@ static float timeit(Bufs& b, F launch) {
   return median(per);
 }
 
-int main() {
+// main: "probe" times read kernels, then plans; "probe plans" only plans.
+int main(int argc, char** argv) {
+  const bool reads = !(argc > 1 && std::string(argv[1]) == "plans");
   Bufs b;
   const size_t maxN = 14336, maxK = 14336;
   const size_t packBytes = maxN * 4096;  // largest n·k/2·2 of the shapes below: 14336×4096
@@ -192,13 +203,15 @@ int main() {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
   for (int ctas : {128, 528}) {
+    if (!reads) break;
     float us = timeit(b, [&](int) { empty<<<ctas, 256>>>(reinterpret_cast<int*>(sink)); });
     printf("empty %4d CTAs x 256: %7.2f us\n", ctas, us);
   }
   // Plain reads of the weight bytes (packed + meta) of q_o, k_v, gate_up.
-  struct { const char* name; size_t bytes; } reads[] = {
+  struct { const char* name; size_t bytes; } reads_[] = {
       {"q_o", 4096ull * 4096 * 9 / 8}, {"k_v", 1024ull * 4096 * 9 / 8}, {"gate_up", 14336ull * 4096 * 9 / 8}};
-  for (auto& r : reads) {
+  for (auto& r : reads_) {
+    if (!reads) break;
     for (int ctas : {128, 132, 264, 528}) {
       const size_t per = (r.bytes / ctas + 15) / 16 * 16;
       float us = timeit(b, [&](int i) {
@@ -220,6 +233,7 @@ int main() {
   // K bytes (K/2 bf16), 32 rows per CTA.
   struct { const char* name; int n, k; } rr[] = {{"q_o", 4096, 4096}, {"down", 4096, 14336}, {"gate_up", 14336, 4096}};
   for (auto& r : rr) {
+    if (!reads) break;
     for (int rot : {0, 1, 5, 7}) {
       float us = timeit(b, [&](int i) {
         read_rows<<<r.n / 32, 256>>>(reinterpret_cast<const uint4*>(b.pack[i % kRot]), r.k / 16, rot, sink);
@@ -229,28 +243,34 @@ int main() {
     }
   }
   std::vector<Plan> plans = {
-      {"q_o m1 sc4 w4 kw4 s1 win32", 4096, 4096, 1, 4, 4, 4, 1, 32, true},
-      {"q_o m1 sc2 w8 kw4 s1 whole", 4096, 4096, 1, 2, 8, 4, 1, 0, true},
-      {"q_o m1 sc4 w4 kw1 s4 whole", 4096, 4096, 1, 4, 4, 1, 4, 0, true},
-      {"q_o m1 sc2 w8 kw8 s1 whole", 4096, 4096, 1, 2, 8, 8, 1, 0, false},
-      {"q_o m1 sc2 w4 kw2 s2 whole", 4096, 4096, 1, 2, 4, 2, 2, 0, false},
-      {"k_v m1 sc2 w8 kw2 s16 whole", 1024, 4096, 1, 2, 8, 2, 16, 0, true},
-      {"k_v m1 sc4 w8 kw8 s4 whole", 1024, 4096, 1, 4, 8, 8, 4, 0, false},
-      {"gate_up m1 sc4 w4 kw1 s1 win8", 14336, 4096, 1, 4, 4, 1, 1, 8, true},
-      {"gate_up m1 sc4 w4 kw4 s1 win32", 14336, 4096, 1, 4, 4, 4, 1, 32, false},
-      {"q_o m64 sc2 w4 kw1 s4 whole", 4096, 4096, 64, 2, 4, 1, 4, 0, true},
+      {"q_o m1 sc4 w4 kw1 s4 win8", 4096, 4096, 1, 4, 4, 1, 4, 8, false},
+      {"k_v m1 sc4 w8 kw4 s8 whole", 1024, 4096, 1, 4, 8, 4, 8, 0, false},
+      {"gate_up m1 sc4 w4 kw1 s1 win8", 14336, 4096, 1, 4, 4, 1, 1, 8, false},
+      {"gate_up m16 sc4 w4 kw1 s1 win8", 14336, 4096, 16, 4, 4, 1, 1, 8, false},
+      {"gate_up m32 sc4 w4 kw1 s1 win8", 14336, 4096, 32, 4, 4, 1, 1, 8, false},
+      {"down m32 sc4 w4 kw1 s4 win8", 4096, 14336, 32, 4, 4, 1, 4, 8, false},
+      {"q_o m32 sc2 w4 kw1 s4 win6", 4096, 4096, 32, 2, 4, 1, 4, 6, false},
+      {"k_v m32 sc4 w4 kw2 s4 whole", 1024, 4096, 32, 4, 4, 2, 4, 0, false},
       {"gate_up m64 sc2 w4 kw1 s1 win6", 14336, 4096, 64, 2, 4, 1, 1, 6, true},
       {"gate_up m64 sc2 w7 kw1 s2 win6", 14336, 4096, 64, 2, 7, 1, 2, 6, false},
+      {"down m64 sc2 w4 kw1 s4 win6", 4096, 14336, 64, 2, 4, 1, 4, 6, false},
+      {"q_o m64 sc2 w4 kw1 s4 whole", 4096, 4096, 64, 2, 4, 1, 4, 0, false},
+      {"k_v m64 sc2 w4 kw2 s4 whole", 1024, 4096, 64, 2, 4, 2, 4, 0, false},
   };
   for (const Plan& p : plans) {
     const int chunks = p.k / 64;
     const int cps = (chunks + p.splits - 1) / p.splits;
-    const int rows = std::min(p.m, p.m <= 8 ? 8 : 64);
+    const int tiles = p.m <= 8 ? 1 : p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
+    const int rows = std::min(p.m, 8 * tiles);
     int smem = p.warps * depth(p.sc) * stage_bytes(p.sc);
     smem += p.xwin ? 2 * 4 * (rows + 1) * (p.xwin * 32 + 4) : 4 * (rows + 1) * (cps * 32 + 4);
     void (*fn)(float*, const uint16_t*, const uint16_t*, const uint32_t*, float*, int, int, int, int, int);
-    if (p.m <= 8) fn = p.sc == 2 ? probe_t1_s2 : probe_t1_s4;
-    else fn = p.sc == 2 ? probe_t8_s2 : probe_t8_s4;
+    switch (tiles) {
+      case 1: fn = p.sc == 2 ? probe_t1_s2 : probe_t1_s4; break;
+      case 2: fn = p.sc == 2 ? probe_t2_s2 : probe_t2_s4; break;
+      case 4: fn = p.sc == 2 ? probe_t4_s2 : probe_t4_s4; break;
+      default: fn = p.sc == 2 ? probe_t8_s2 : probe_t8_s4;
+    }
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     dim3 grid((p.n / 32 + p.warps / p.kw - 1) / (p.warps / p.kw), p.splits);
     auto launch = [&](int i) {
