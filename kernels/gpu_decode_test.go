@@ -78,8 +78,8 @@ func TestPlanGemv(t *testing.T) {
 	// 128 rows, 20 SMs idle: faster than 2 slices on all 132), the
 	// activations in windows; at m = 1 in 4-chunk stages, at m = 64 in
 	// 2-chunk ones (the fastest plans of the sweep in testdata).
-	// Llama-3-8B k_v at m = 1: 8 slices of 8-warp CTAs, 4 warps per row
-	// block (128 CTAs, half the slices of the best plan without kw).
+	// Llama-3-8B k_v at m = 16: 8 slices of 4-warp CTAs, 2 warps per row
+	// block (128 CTAs; without shared row blocks it takes 16 slices).
 	for _, c := range []struct {
 		m    int
 		want gemvPlan
@@ -91,9 +91,9 @@ func TestPlanGemv(t *testing.T) {
 			t.Errorf("gate_up m=%d: %+v, %v", c.m, p, err)
 		}
 	}
-	want := gemvPlan{tiles: 1, sc: 4, warps: 8, kw: 4, splits: 8, cps: 8, xw: 0, smem: 223264}
-	if p, err := planGemv(1, 1024, 4096, h100Limits, gemvOptions{}); err != nil || p != want {
-		t.Errorf("k_v m=1: %+v, %v", p, err)
+	want := gemvPlan{tiles: 2, sc: 4, warps: 4, kw: 2, splits: 8, cps: 8, xw: 0, smem: 128272}
+	if p, err := planGemv(16, 1024, 4096, h100Limits, gemvOptions{}); err != nil || p != want {
+		t.Errorf("k_v m=16: %+v, %v", p, err)
 	}
 	// The split-K tail's batches follow reduce in cuda/gemv.cuh.
 	for _, c := range []struct{ m, tiles, s, want int }{
