@@ -1,5 +1,7 @@
 package kernels
 
+import "fmt"
+
 // DenseCandidates returns how many algorithms cuBLASLt's heuristic offers
 // for [Device.DenseMatmul] of this data type and shape (at most 8, best
 // guess first; the first is the one DenseMatmul runs), or 0 when
@@ -62,4 +64,52 @@ func (d *Device) CublasLtVersion() (int, string) {
 		return 0, ""
 	}
 	return int(d.lt.version), d.lt.path
+}
+
+// SparseCandidates describes the launch plans [Device.SparseMatmulCandidate]
+// offers for this data type and shape, best guess first; the first is the
+// one SparseMatmul runs. Up to 64 tokens they are the decode kernel's plans
+// (at most 8) that its cost model, fitted on an H100, rates cheapest, as
+// "decode sc4 w4 kw1 s1 xw8": chunks per stage, warps per CTA and per row
+// block, slices of k, chunks per window of activations (0: staged whole).
+// Above 64 tokens there is one, the tiled kernel. An engine on another
+// GPU times each once and keeps the fastest, as it does with
+// [Device.DenseCandidates].
+func (d *Device) SparseCandidates(dt DType, m, n, k int) ([]string, error) {
+	const op = "SparseCandidates"
+	if err := checkDims(op, dt, m, n, k); err != nil {
+		return nil, err
+	}
+	if err := checkSparse(op, n, k); err != nil {
+		return nil, err
+	}
+	if m > gemvMaxTokens {
+		return []string{"tiled"}, nil
+	}
+	var ps []gemvPlan
+	err := d.do(func() error {
+		var err error
+		ps, err = gemvCandidates(m, n, k, d.fn.gemvLim, gemvOptions{}, gemvMaxCandidates)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out, nil
+}
+
+// SparseMatmulCandidate is [Device.SparseMatmul] run with the plan that
+// SparseCandidates lists i-th. Every plan computes the same product; with
+// the same plan the result is the same bits every run. The launch is
+// asynchronous.
+func (d *Device) SparseMatmulCandidate(y, x, packed, meta *Buffer, dt DType, m, n, k, i int) error {
+	const op = "SparseMatmulCandidate"
+	if i < 0 || i > 0 && (m > gemvMaxTokens || i >= gemvMaxCandidates) {
+		return argError("%s: no candidate %d for m = %d", op, i, m)
+	}
+	return d.sparseOp(op, y, x, packed, meta, dt, m, n, k, sparseChoice{cand: i})
 }

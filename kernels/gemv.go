@@ -141,24 +141,34 @@ func (d *Device) growGemvWork(w *gemvWork, blocks int, partials int64) error {
 	return nil
 }
 
-// gemvKey identifies a plan in a Device's cache.
+// gemvKey identifies a plan in a Device's cache: candidate cand (0:
+// planGemv's choice) for a shape, token count and options.
 type gemvKey struct {
 	m, n, k int
 	o       gemvOptions
+	cand    int
 }
 
-// gemvPlanFor returns the cached plan for m tokens, an n × k weight and
-// options o, planning it (and growing the Device's split-K workspace for
-// it) the first time. It runs with the context current and the mutex held.
-func (d *Device) gemvPlanFor(m, n, k int, o gemvOptions) (gemvPlan, error) {
-	key := gemvKey{m, n, k, o}
+// gemvPlanFor returns the cached plan for m tokens, an n × k weight,
+// options o and candidate cand (see gemvCandidates), planning it (and
+// growing the Device's split-K workspace for it) the first time. It runs
+// with the context current and the mutex held.
+func (d *Device) gemvPlanFor(m, n, k int, o gemvOptions, cand int) (gemvPlan, error) {
+	key := gemvKey{m, n, k, o, cand}
 	if p, ok := d.fn.gemvPlans[key]; ok {
 		return p, nil
 	}
-	p, err := planGemv(m, n, k, d.fn.gemvLim, o)
+	if cand < 0 || cand >= gemvMaxCandidates {
+		return gemvPlan{}, fmt.Errorf("%w: candidate %d (there are at most %d)", errGemvPlan, cand, gemvMaxCandidates)
+	}
+	ps, err := gemvCandidates(m, n, k, d.fn.gemvLim, o, cand+1)
 	if err != nil {
 		return gemvPlan{}, err
 	}
+	if cand >= len(ps) {
+		return gemvPlan{}, fmt.Errorf("%w: candidate %d of %d", errGemvPlan, cand, len(ps))
+	}
+	p := ps[cand]
 	// Every cached plan holds the one workspace; keep it when the cache
 	// starts over.
 	var w *gemvWork
@@ -182,11 +192,12 @@ func (d *Device) gemvPlanFor(m, n, k int, o gemvOptions) (gemvPlan, error) {
 	return p, nil
 }
 
-// launchGemv queues the decode kernel for op: one launch, planned once per
-// shape, token count and options. The caller has checked the operands. It
-// runs with the context current and the mutex held.
-func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, n, k int, o gemvOptions) error {
-	p, err := d.gemvPlanFor(m, n, k, o)
+// launchGemv queues the decode kernel for op with candidate plan cand (0:
+// planGemv's): one launch, planned once per shape, token count, options
+// and candidate. The caller has checked the operands. It runs with the
+// context current and the mutex held.
+func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, n, k int, o gemvOptions, cand int) error {
+	p, err := d.gemvPlanFor(m, n, k, o, cand)
 	if errors.Is(err, errGemvPlan) {
 		return argError("%s: %v", op, err)
 	}

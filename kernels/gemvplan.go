@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // gemvModel is planGemv's cost model of the decode kernel: the busiest
@@ -213,21 +214,59 @@ func gemvReduceBatches(m, tiles, s int) int {
 // CTAs (activations staged once for more rows), then to fewer warps per
 // row block, then to 2-chunk stages, then to activations staged whole.
 func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
-	return defaultGemvModel().plan(m, n, k, lim, o)
+	ps, err := defaultGemvModel().candidates(m, n, k, lim, o, 1)
+	if err != nil {
+		return gemvPlan{}, err
+	}
+	return ps[0], nil
 }
 
-// plan is planGemv under model md.
-func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
+// gemvCandidates returns the count plans planGemv rates cheapest, best
+// first (fewer when fewer fit): the candidates an engine times on its own
+// GPU, whose model was fitted on another.
+func gemvCandidates(m, n, k int, lim gemvLimits, o gemvOptions, count int) ([]gemvPlan, error) {
+	return defaultGemvModel().candidates(m, n, k, lim, o, count)
+}
+
+// rated is a plan and its cost under a model.
+type rated struct {
+	p    gemvPlan
+	cost int
+}
+
+// before reports whether a comes before b in planGemv's order: cost, then
+// the ties it documents.
+func (a rated) before(b rated) bool {
+	if a.cost != b.cost {
+		return a.cost < b.cost
+	}
+	p, q := a.p, b.p
+	switch {
+	case p.splits != q.splits:
+		return p.splits < q.splits
+	case p.warps != q.warps:
+		return p.warps > q.warps
+	case p.kw != q.kw:
+		return p.kw < q.kw
+	case p.sc != q.sc:
+		return p.sc < q.sc
+	}
+	return p.xw < q.xw
+}
+
+// candidates returns the count plans of least cost under md, in
+// planGemv's order (see planGemv for the search).
+func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count int) ([]gemvPlan, error) {
 	if m < 1 || m > gemvMaxTokens || n < 32 || n%32 != 0 || k < gemvChunk || k%gemvChunk != 0 {
-		return gemvPlan{}, fmt.Errorf("%w: m = %d, n = %d, k = %d", errGemvPlan, m, n, k)
+		return nil, fmt.Errorf("%w: m = %d, n = %d, k = %d", errGemvPlan, m, n, k)
 	}
 	if o.warps < 0 || o.warps > gemvMaxWarps || o.splits < 0 || o.window < -1 || o.window > 1 ||
 		o.kw != 0 && (o.kw&(o.kw-1) != 0 || o.kw < 0 || o.kw > gemvMaxWarps || o.warps != 0 && o.warps%o.kw != 0) {
-		return gemvPlan{}, fmt.Errorf("%w: %d warps, %d per row block, %d splits, window %d", errGemvPlan,
+		return nil, fmt.Errorf("%w: %d warps, %d per row block, %d splits, window %d", errGemvPlan,
 			o.warps, o.kw, o.splits, o.window)
 	}
 	if lim.sms < 1 || lim.smem < 1 || lim.perSM < lim.smem {
-		return gemvPlan{}, fmt.Errorf("%w: device limits %+v", errGemvPlan, lim)
+		return nil, fmt.Errorf("%w: device limits %+v", errGemvPlan, lim)
 	}
 	scs := []int{2, 4}
 	switch o.sc {
@@ -235,9 +274,9 @@ func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, 
 	case 2, 4:
 		scs = []int{o.sc}
 	default:
-		return gemvPlan{}, fmt.Errorf("%w: %d chunks per stage", errGemvPlan, o.sc)
+		return nil, fmt.Errorf("%w: %d chunks per stage", errGemvPlan, o.sc)
 	}
-	best, bestCost := gemvPlan{}, -1
+	var all []rated
 	for _, sc := range scs {
 		for w := gemvMaxWarps; w >= 1; w-- {
 			if o.warps != 0 && w != o.warps || o.warps == 0 && w < gemvMinWarps {
@@ -247,23 +286,28 @@ func (md gemvModel) plan(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, 
 				if w%kw != 0 || o.kw != 0 && kw != o.kw {
 					continue
 				}
-				p, cost := md.planCTA(m, n, k, lim, o, sc, w, kw)
-				if cost < 0 {
-					continue
-				}
-				if bestCost < 0 || cost < bestCost || cost == bestCost &&
-					(p.splits < best.splits || p.splits == best.splits && (w > best.warps || w == best.warps &&
-						(kw < best.kw || kw == best.kw && (sc < best.sc || sc == best.sc && p.xw < best.xw)))) {
-					best, bestCost = p, cost
-				}
+				all = md.plansCTA(all, m, n, k, lim, o, sc, w, kw)
 			}
 		}
 	}
-	if bestCost < 0 {
-		return gemvPlan{}, fmt.Errorf("%w: m = %d, k = %d with %+v does not fit in %d bytes of shared memory",
+	if len(all) == 0 {
+		return nil, fmt.Errorf("%w: m = %d, k = %d with %+v does not fit in %d bytes of shared memory",
 			errGemvPlan, m, k, o, lim.smem)
 	}
-	return best, nil
+	slices.SortFunc(all, func(a, b rated) int {
+		if a.before(b) {
+			return -1
+		}
+		if b.before(a) {
+			return 1
+		}
+		return 0
+	})
+	out := make([]gemvPlan, 0, min(count, len(all)))
+	for _, r := range all[:min(count, len(all))] {
+		out = append(out, r.p)
+	}
+	return out, nil
 }
 
 // gemvSweptSlices reports whether planGemv may choose s slices on its
@@ -278,14 +322,12 @@ func gemvSweptSlices(s int) bool {
 	return s > 64
 }
 
-// planCTA is plan's search over slice lengths and activation staging for
-// CTAs of w warps, kw per row block, and stages of sc chunks: the plan of
-// least cost (ties as in plan) and its cost, or a cost of -1 when none
-// fits.
-func (md gemvModel) planCTA(m, n, k int, lim gemvLimits, o gemvOptions, sc, w, kw int) (gemvPlan, int) {
+// plansCTA appends to all every plan candidates weighs for CTAs of w
+// warps, kw per row block, and stages of sc chunks: each slice length, the
+// activations staged whole where they fit and in windows, with its cost.
+func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOptions, sc, w, kw int) []rated {
 	tiles := gemvTiles(m)
 	chunks := k / gemvChunk
-	best, bestCost := gemvPlan{}, -1
 	for _, windowed := range []bool{false, true} {
 		if o.window == 1 && !windowed || o.window == -1 && windowed {
 			continue
@@ -323,13 +365,20 @@ func (md gemvModel) planCTA(m, n, k int, lim gemvLimits, o gemvOptions, sc, w, k
 			if windowed {
 				pxw = xw
 			}
-			cost := md.cost(m, n, k, lim, sc, w, kw, cps, pxw)
-			if bestCost < 0 || cost < bestCost || cost == bestCost && (s < best.splits || s == best.splits && pxw < best.xw) {
-				best = gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw,
-					smem: gemvSmem(m, sc, w, cps, pxw)}
-				bestCost = cost
-			}
+			all = append(all, rated{
+				p: gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw,
+					smem: gemvSmem(m, sc, w, cps, pxw)},
+				cost: md.cost(m, n, k, lim, sc, w, kw, cps, pxw),
+			})
 		}
 	}
-	return best, bestCost
+	return all
+}
+
+// gemvMaxCandidates bounds the decode-kernel plans SparseCandidates offers.
+const gemvMaxCandidates = 8
+
+// String describes p as SparseCandidates lists it.
+func (p gemvPlan) String() string {
+	return fmt.Sprintf("decode sc%d w%d kw%d s%d xw%d", p.sc, p.warps, p.kw, p.splits, p.xw)
 }

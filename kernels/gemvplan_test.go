@@ -201,3 +201,70 @@ func TestGemvModelFit(t *testing.T) {
 	mean, worst, which := replay(md, h100Limits, cases)
 	t.Logf("fitted: %+v\nmean %.2f%%, worst %.1f%%: %s", md, 100*mean, 100*worst, which)
 }
+
+// timedUS returns the time the sweep case c measured for plan p, or false
+// when it did not time p.
+func (c sweepCase) timedUS(p gemvPlan) (float64, bool) {
+	for _, q := range c.plans {
+		if q.sc == p.sc && q.w == p.warps && q.kw == p.kw && q.cps == p.cps && q.xw == p.xw {
+			return q.us, true
+		}
+	}
+	return 0, false
+}
+
+// TestGemvCandidates checks the plans an engine times on its own GPU
+// (gemvCandidates) against the H100 sweep: the first is planGemv's
+// choice, they come in the model's order without repeats, and timing the
+// first few and keeping the fastest comes closer to the best timed plan
+// than the model's choice alone.
+func TestGemvCandidates(t *testing.T) {
+	cases := loadSweep(t, "testdata/gemv-sweep-h100.txt.gz")
+	md := defaultGemvModel()
+	regret := map[int]float64{}
+	for _, c := range cases {
+		best := c.plans[0].us
+		for _, q := range c.plans {
+			best = min(best, q.us)
+		}
+		ps, err := gemvCandidates(c.m, c.n, c.k, h100Limits, gemvOptions{}, gemvMaxCandidates)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(ps) != gemvMaxCandidates {
+			t.Fatalf("%s: %d candidates, want %d", c.name, len(ps), gemvMaxCandidates)
+		}
+		if p, _ := planGemv(c.m, c.n, c.k, h100Limits, gemvOptions{}); p != ps[0] {
+			t.Errorf("%s: first candidate %+v, planGemv %+v", c.name, ps[0], p)
+		}
+		seen := map[gemvPlan]bool{}
+		fastest := 0.0
+		for i, p := range ps {
+			if seen[p] {
+				t.Errorf("%s: candidate %d repeats %+v", c.name, i, p)
+			}
+			seen[p] = true
+			if i > 0 {
+				prev := md.cost(c.m, c.n, c.k, h100Limits, ps[i-1].sc, ps[i-1].warps, ps[i-1].kw, ps[i-1].cps, ps[i-1].xw)
+				if cost := md.cost(c.m, c.n, c.k, h100Limits, p.sc, p.warps, p.kw, p.cps, p.xw); cost < prev {
+					t.Errorf("%s: candidate %d costs %d, less than candidate %d (%d)", c.name, i, cost, i-1, prev)
+				}
+			}
+			if us, ok := c.timedUS(p); ok && (fastest == 0 || us < fastest) {
+				fastest = us
+			}
+			if fastest > 0 {
+				regret[i+1] += (fastest/best - 1) / float64(len(cases))
+			} else {
+				regret[i+1] += 1 / float64(len(cases)) // nothing timed yet: count it as twice the best
+			}
+		}
+	}
+	for n := 1; n <= gemvMaxCandidates; n++ {
+		t.Logf("fastest of the first %d candidates: %.2f%% slower than the best timed plan on average", n, 100*regret[n])
+	}
+	if regret[gemvMaxCandidates] >= regret[1] || regret[gemvMaxCandidates] > 0.01 {
+		t.Errorf("timing %d candidates: %.2f%% over the best on average, the model's choice alone %.2f%%",
+			gemvMaxCandidates, 100*regret[gemvMaxCandidates], 100*regret[1])
+	}
+}

@@ -2,15 +2,17 @@ package kernels
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"testing"
 )
 
-// TestPlanGemv checks the decode kernel's launch plans for the invariants
-// the kernel relies on: enough token tiles, slices that cover k with none
-// empty, shared memory within the limit, a valid grid, the forced options.
+// TestPlanGemv checks the decode kernel's launch plans, planGemv's and
+// every candidate's, for the invariants the kernel relies on: enough token
+// tiles, slices that cover k with none empty, shared memory within the
+// limit, a valid grid, the forced options.
 func TestPlanGemv(t *testing.T) {
 	// Shared-memory limits of devices planGemv must serve.
 
@@ -47,31 +49,38 @@ func TestPlanGemv(t *testing.T) {
 			t.Errorf("%+v: %v", c, err)
 			continue
 		}
-		chunks := c.k / gemvChunk
-		switch {
-		case p.tiles != 1 && p.tiles != 2 && p.tiles != 4 && p.tiles != 8,
-			8*p.tiles < c.m, p.tiles > 1 && 4*p.tiles >= c.m:
-			t.Errorf("%+v: %d tiles for m = %d", c, p.tiles, c.m)
-		case c.o.sc != 0 && p.sc != c.o.sc || p.sc != 2 && p.sc != 4:
-			t.Errorf("%+v: %d chunks per stage", c, p.sc)
-		case p.warps < 1 || p.warps > gemvMaxWarps || c.o.warps != 0 && p.warps != c.o.warps:
-			t.Errorf("%+v: %d warps", c, p.warps)
-		case p.kw != 1 && p.kw != 2 && p.kw != 4 && p.kw != 8, p.warps%p.kw != 0, c.o.kw != 0 && p.kw != c.o.kw:
-			t.Errorf("%+v: %d warps per row block of %d", c, p.kw, p.warps)
-		case p.cps < 1 || p.splits < 1 || p.splits*p.cps < chunks || (p.splits-1)*p.cps >= chunks,
-			p.cps != ceilDiv(chunks, p.splits): // the kernel derives cps from the grid
-			t.Errorf("%+v: %d slices of %d chunks for %d chunks", c, p.splits, p.cps, chunks)
-		case p.splits > maxGridY || c.o.splits != 0 && p.splits > c.o.splits:
-			t.Errorf("%+v: %d slices", c, p.splits)
-		case p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw) || p.smem > c.lim.smem:
-			t.Errorf("%+v: %d bytes of shared memory", c, p.smem)
-		case p.xw != 0 && (p.xw%(p.kw*p.sc) != 0 || p.xw < (gemvDepth(p.sc)-1)*p.kw*p.sc || p.xw >= p.cps),
-			c.o.window == 1 && p.xw == 0, c.o.window == -1 && p.xw != 0:
-			t.Errorf("%+v: windows of %d chunks, %d per slice", c, p.xw, p.cps)
+		ps, err := gemvCandidates(c.m, c.n, c.k, c.lim, c.o, gemvMaxCandidates)
+		if err != nil || len(ps) == 0 || ps[0] != p {
+			t.Errorf("%+v: candidates %v, %v; planGemv %v", c, ps, err, p)
+			continue
 		}
-		rows := 32 * p.warps / p.kw // weight rows of a CTA
-		if g := p.grid(c.n); int(g[0])*rows < c.n || int(g[0]-1)*rows >= c.n || int(g[1]) != p.splits {
-			t.Errorf("%+v: grid %v", c, g)
+		for _, p := range ps {
+			chunks := c.k / gemvChunk
+			switch {
+			case p.tiles != 1 && p.tiles != 2 && p.tiles != 4 && p.tiles != 8,
+				8*p.tiles < c.m, p.tiles > 1 && 4*p.tiles >= c.m:
+				t.Errorf("%+v: %d tiles for m = %d", c, p.tiles, c.m)
+			case c.o.sc != 0 && p.sc != c.o.sc || p.sc != 2 && p.sc != 4:
+				t.Errorf("%+v: %d chunks per stage", c, p.sc)
+			case p.warps < 1 || p.warps > gemvMaxWarps || c.o.warps != 0 && p.warps != c.o.warps:
+				t.Errorf("%+v: %d warps", c, p.warps)
+			case p.kw != 1 && p.kw != 2 && p.kw != 4 && p.kw != 8, p.warps%p.kw != 0, c.o.kw != 0 && p.kw != c.o.kw:
+				t.Errorf("%+v: %d warps per row block of %d", c, p.kw, p.warps)
+			case p.cps < 1 || p.splits < 1 || p.splits*p.cps < chunks || (p.splits-1)*p.cps >= chunks,
+				p.cps != ceilDiv(chunks, p.splits): // the kernel derives cps from the grid
+				t.Errorf("%+v: %d slices of %d chunks for %d chunks", c, p.splits, p.cps, chunks)
+			case p.splits > maxGridY || c.o.splits != 0 && p.splits > c.o.splits:
+				t.Errorf("%+v: %d slices", c, p.splits)
+			case p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw) || p.smem > c.lim.smem:
+				t.Errorf("%+v: %d bytes of shared memory", c, p.smem)
+			case p.xw != 0 && (p.xw%(p.kw*p.sc) != 0 || p.xw < (gemvDepth(p.sc)-1)*p.kw*p.sc || p.xw >= p.cps),
+				c.o.window == 1 && p.xw == 0, c.o.window == -1 && p.xw != 0:
+				t.Errorf("%+v: windows of %d chunks, %d per slice", c, p.xw, p.cps)
+			}
+			rows := 32 * p.warps / p.kw // weight rows of a CTA
+			if g := p.grid(c.n); int(g[0])*rows < c.n || int(g[0]-1)*rows >= c.n || int(g[1]) != p.splits {
+				t.Errorf("%+v: grid %v", c, g)
+			}
 		}
 	}
 	// Llama-3-8B gate_up on an H100: one slice of 4-warp CTAs (112 CTAs of
@@ -497,4 +506,63 @@ func TestGPUDecodeModels(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestGPUDecodeCandidates runs every plan SparseCandidates offers through
+// SparseMatmulCandidate, on the 8B shapes at a few token counts: each
+// against DenseMatmul over the whole output, candidate 0 bit for bit
+// against SparseMatmul, and the indices past the list refused.
+func TestGPUDecodeCandidates(t *testing.T) {
+	d := openGPU(t)
+	rng := testRand(t)
+	const dt = BF16
+	for _, s := range llama3Shapes()[:4] {
+		w := newWeight(t, d, rng, dt, s.n, s.k)
+		x := upload16(t, d, randDense(rng, dt, gemvMaxTokens*s.k))
+		for _, m := range []int{1, 13, 64} {
+			names, err := d.SparseCandidates(dt, m, s.n, s.k)
+			if err != nil || len(names) < 2 || len(names) > gemvMaxCandidates {
+				t.Fatalf("%s m=%d: SparseCandidates %q, %v", s.proj, m, names, err)
+			}
+			yd := poisoned(t, d, m*s.n)
+			if err := d.DenseMatmul(yd, x, w.dDense, dt, m, s.n, s.k); err != nil {
+				t.Fatal(err)
+			}
+			dense := downloadF32(t, yd, m*s.n)
+			auto := runSparse(t, d, dt, w, x, m, sparseChoice{})
+			for i, name := range names {
+				y := poisoned(t, d, m*s.n)
+				if err := d.SparseMatmulCandidate(y, x, w.dPack, w.dMeta, dt, m, s.n, s.k, i); err != nil {
+					t.Fatalf("%s m=%d candidate %d (%s): %v", s.proj, m, i, name, err)
+				}
+				got := downloadF32(t, y, m*s.n)
+				freeAll(t, y)
+				checkClose(t, fmt.Sprintf("%s m=%d candidate %d (%s) vs DenseMatmul", s.proj, m, i, name), s.k, got, dense)
+				if i == 0 && !bytes.Equal(f32Bytes(got), f32Bytes(auto)) {
+					t.Errorf("%s m=%d: candidate 0 (%s) is not SparseMatmul's plan", s.proj, m, name)
+				}
+			}
+			if err := d.SparseMatmulCandidate(yd, x, w.dPack, w.dMeta, dt, m, s.n, s.k, len(names)); !errors.Is(err, ErrArgument) {
+				t.Errorf("%s m=%d: candidate %d of %d: %v, want ErrArgument", s.proj, m, len(names), len(names), err)
+			}
+			freeAll(t, yd)
+		}
+		w.free(t)
+		freeAll(t, x)
+	}
+	if names, err := d.SparseCandidates(dt, 65, 1024, 4096); err != nil || len(names) != 1 {
+		t.Errorf("SparseCandidates at m = 65: %q, %v; want the tiled kernel alone", names, err)
+	}
+	if _, err := d.SparseCandidates(dt, 1, 1000, 4096); !errors.Is(err, ErrArgument) {
+		t.Errorf("SparseCandidates with n = 1000: %v, want ErrArgument", err)
+	}
+}
+
+// f32Bytes returns the bits of v, for exact comparison.
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 0, 4*len(v))
+	for _, f := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+	}
+	return b
 }

@@ -32,11 +32,16 @@ const (
 type sparseChoice struct {
 	kernel int         // sparseAuto, sparseGeneral or sparseGemv
 	gemv   gemvOptions // decode-kernel overrides; zero lets planGemv choose
+	cand   int         // the decode kernel's candidate plan (gemvCandidates), 0 planGemv's
 }
 
 // sparse is SparseMatmul with the kernel chosen by c.
 func (d *Device) sparse(y, x, packed, meta *Buffer, dt DType, m, n, k int, c sparseChoice) error {
-	const op = "SparseMatmul"
+	return d.sparseOp("SparseMatmul", y, x, packed, meta, dt, m, n, k, c)
+}
+
+// sparseOp is sparse for op (the name its errors carry).
+func (d *Device) sparseOp(op string, y, x, packed, meta *Buffer, dt DType, m, n, k int, c sparseChoice) error {
 	if err := checkDims(op, dt, m, n, k); err != nil {
 		return err
 	}
@@ -53,7 +58,7 @@ func (d *Device) sparse(y, x, packed, meta *Buffer, dt DType, m, n, k int, c spa
 			return err
 		}
 		if c.kernel == sparseGemv || c.kernel == sparseAuto && m <= gemvMaxTokens {
-			return d.launchGemv(op, y, x, packed, meta, dt, m, n, k, c.gemv)
+			return d.launchGemv(op, y, x, packed, meta, dt, m, n, k, c.gemv, c.cand)
 		}
 		return d.launchTiled(y, x, packed, meta, dt, m, n, k)
 	})
