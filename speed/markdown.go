@@ -30,8 +30,8 @@ func WriteMarkdown(w io.Writer, rep *Report, policy []PolicyEntry, plotFile stri
 		c.DenseTFLOPS, c.GEMM, c.SparseTFLOPS)
 	fmt.Fprintf(&b, "| timing | median of %d runs after %d warm-up, CUDA events around each run, a large copy queued "+
 		"first so the GPU never waits for the host, inputs rotated over ≥ %d MiB (2× L2); dense is the fastest of "+
-		"cuBLASLt's first %d heuristic candidates; every sparse result checked against dense before it is timed |\n\n",
-		rep.Method.Runs, rep.Method.Warmup, rep.Method.RotateBytes>>20, rep.Method.DenseCandidates)
+		"cuBLASLt's first %d heuristic candidates%s; every sparse result checked against dense before it is timed |\n\n",
+		rep.Method.Runs, rep.Method.Warmup, rep.Method.RotateBytes>>20, rep.Method.DenseCandidates, oursPlans(rep.Method))
 	b.WriteString("Speedup = dense median / sparse median; TFLOP/s counts the dense-equivalent 2·M·N·K for every " +
 		"backend; the floor is max(bytes / bandwidth, FLOPs / peak) with each backend's weight bytes and the sparse " +
 		"peak at 2× dense; \"of floor\" is floor / time.\n")
@@ -138,4 +138,17 @@ func writeTable(b *strings.Builder, rep *Report) {
 		fmt.Fprintf(b, "| %s | %d | %s | %.1f | %.1f | %.2fx | %.1f | %.0f%% | %s | %.1e | %s |\n", label, r.M,
 			r.Backend, r.MedianUS, r.TFLOPS, r.Speedup, r.FloorUS, 100*r.OfFloor, r.Bound, r.RelErr, detail)
 	}
+}
+
+// oursPlans says how our kernel's launch plan was chosen, for the method
+// line: the fastest of its planner's first candidates, or (in reports from
+// before they were timed) the planner's choice.
+func oursPlans(m Method) string {
+	switch m.SparseCandidates {
+	case 0:
+		return ""
+	case 1:
+		return ", ours at M ≤ 64 its planner's launch plan"
+	}
+	return fmt.Sprintf(", ours at M ≤ 64 the fastest of its planner's first %d launch plans", m.SparseCandidates)
 }

@@ -65,6 +65,10 @@ type Method struct {
 	// DenseCandidates is the most cuBLASLt heuristic candidates timed per
 	// row; the fastest is the dense baseline.
 	DenseCandidates int `json:"dense_candidates"`
+	// SparseCandidates is the most launch plans of our kernel timed per
+	// row (at decode sizes); the fastest is its row. Absent (0) in
+	// reports from before it existed, which timed the planner's choice.
+	SparseCandidates int `json:"sparse_candidates,omitempty"`
 	// MinSpeedup is the policy's threshold (1.05: sparse must win by 5%).
 	MinSpeedup float64 `json:"min_speedup"`
 	// GEMMShare is the fraction of step time spent in these products,

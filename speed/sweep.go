@@ -20,11 +20,14 @@ type Options struct {
 	DType           kernels.DType // BF16 or F16
 	Warmup, Runs    int           // per row; DefaultWarmup, DefaultRuns when 0 (Runs at least 20)
 	DenseCandidates int           // cuBLASLt candidates timed per row; 4 when 0
-	MinSpeedup      float64       // the policy's threshold; DefaultMinSpeedup when 0
-	GEMMShare       float64       // the estimate's share of step time; DefaultGEMMShare when 0
-	Seed            uint64        // of the random weights and activations
-	NoSparseLt      bool          // leave cuSPARSELt out even when it is found
-	Tool, Command   string        // recorded in the report
+	// SparseCandidates is how many of our kernel's launch plans are
+	// timed per row (kernels.Device.SparseCandidates); 8 when 0.
+	SparseCandidates int
+	MinSpeedup       float64 // the policy's threshold; DefaultMinSpeedup when 0
+	GEMMShare        float64 // the estimate's share of step time; DefaultGEMMShare when 0
+	Seed             uint64  // of the random weights and activations
+	NoSparseLt       bool    // leave cuSPARSELt out even when it is found
+	Tool, Command    string  // recorded in the report
 	// Progress, when set, is called after each shape and M.
 	Progress func(done, total int, what string)
 	// Notef, when set, receives each note as it is made.
@@ -51,6 +54,9 @@ func (opt Options) withDefaults() Options {
 	opt.Runs = max(opt.Runs, minRuns)
 	if opt.DenseCandidates <= 0 {
 		opt.DenseCandidates = 4
+	}
+	if opt.SparseCandidates <= 0 {
+		opt.SparseCandidates = 8
 	}
 	if opt.MinSpeedup <= 0 {
 		opt.MinSpeedup = DefaultMinSpeedup
@@ -92,7 +98,8 @@ func Run(ctx context.Context, dev *kernels.Device, shapes []Shape, opt Options) 
 	s.rep = &Report{Schema: ReportSchema, Tool: opt.Tool, Date: time.Now().UTC(), Command: opt.Command,
 		DType: opt.DType.String(), Shapes: shapes, Ms: opt.Ms,
 		Method: Method{Warmup: opt.Warmup, Runs: opt.Runs, Statistic: "median", DenseCandidates: opt.DenseCandidates,
-			MinSpeedup: opt.MinSpeedup, GEMMShare: opt.GEMMShare}}
+			SparseCandidates: opt.SparseCandidates,
+			MinSpeedup:       opt.MinSpeedup, GEMMShare: opt.GEMMShare}}
 	if err := s.describe(); err != nil {
 		return nil, err
 	}

@@ -127,40 +127,65 @@ func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row 
 		return row
 	}
 	tried := min(count, s.opt.DenseCandidates)
-	best, bestCand, bestHB := Summary{}, -1, false
-	var errs []error
-	for cand := range tried {
+	f := s.fastest(tried, func(cand int) (float64, error) {
 		check := min(m, refRows)
 		got, err := s.output(r.y[0], check*n, 4, func() error {
 			return s.dev.DenseMatmulCandidate(r.y[0], r.x[0], b.pruned, dt, m, n, k, cand)
 		})
-		if err == nil {
-			_, err = compare(got, r.ref[:check*n], sumTolerance(k))
-		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("candidate %d: %w", cand+1, err))
-			continue
+			return 0, err
 		}
-		sum, hb, err := s.tm.measure(func(i int) error {
-			x, y := r.rotation(i)
-			return s.dev.DenseMatmulCandidate(y, x, b.dense[i%b.copies], dt, m, n, k, cand)
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("candidate %d: %w", cand+1, err))
-			continue
-		}
-		if bestCand < 0 || sum.Median < best.Median {
-			best, bestCand, bestHB = sum, cand, hb
-		}
-	}
-	if bestCand < 0 {
-		row.Error = errors.Join(errs...).Error()
+		return compare(got, r.ref[:check*n], sumTolerance(k))
+	}, func(cand, i int) error {
+		x, y := r.rotation(i)
+		return s.dev.DenseMatmulCandidate(y, x, b.dense[i%b.copies], dt, m, n, k, cand)
+	})
+	if f.cand < 0 {
+		row.Error = f.err.Error()
 		return row
 	}
-	row.Detail = fmt.Sprintf("candidate %d of %d (fastest of %d timed)", bestCand+1, count, tried)
-	s.finish(&row, best, bestHB, wBytes, 4, Row{})
+	row.Detail = fmt.Sprintf("candidate %d of %d (fastest of %d timed)", f.cand+1, count, tried)
+	s.finish(&row, f.sum, f.hostBound, wBytes, 4, Row{})
 	row.Speedup = 1
 	return row
+}
+
+// fastestRun is what fastest found: the candidate (-1: none passed), its
+// summary, whether the host bound it, its check's relative error, and
+// the errors of the candidates that failed.
+type fastestRun struct {
+	cand      int
+	sum       Summary
+	hostBound bool
+	relErr    float64
+	err       error
+}
+
+// fastest checks each of the first tried candidates of a backend and
+// times the ones whose result is right (check returns the relative error
+// against the reference), keeping the one of least median time.
+func (s *sweeper) fastest(tried int, check func(cand int) (float64, error), run func(cand, i int) error) fastestRun {
+	f := fastestRun{cand: -1}
+	var errs []error
+	for cand := range tried {
+		rel, err := check(cand)
+		if err == nil {
+			var sum Summary
+			var hb bool
+			if sum, hb, err = s.tm.measure(func(i int) error { return run(cand, i) }); err == nil &&
+				(f.cand < 0 || sum.Median < f.sum.Median) {
+				f = fastestRun{cand: cand, sum: sum, hostBound: hb, relErr: rel}
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("candidate %d: %w", cand+1, err))
+		}
+	}
+	f.err = errors.Join(errs...)
+	if f.cand < 0 && f.err == nil {
+		f.err = errors.New("no candidate to time")
+	}
+	return f
 }
 
 // checked checks a sparse backend's result and, only when it is right,
@@ -183,24 +208,47 @@ func (s *sweeper) checked(row Row, check func() (float64, error), run func(i int
 }
 
 // ours checks and times the package's mma.sp kernel on the stored
-// packed + meta layout.
+// packed + meta layout: each of its first launch plans
+// (SparseCandidates), keeping the fastest, as dense keeps cuBLASLt's.
+// A plan whose result is wrong is not timed, and any wrong plan fails
+// the row: every plan must compute the product, not only the fastest.
 func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 	dt, m, n, k := s.opt.DType, base.M, base.N, base.K
 	row := base
 	row.Backend = Ours
-	check := func() (float64, error) {
+	names, err := s.dev.SparseCandidates(dt, m, n, k)
+	if err != nil {
+		row.Error = err.Error()
+		return row
+	}
+	tried := min(len(names), s.opt.SparseCandidates)
+	relErr := 0.0
+	f := s.fastest(tried, func(cand int) (float64, error) {
 		got, err := s.output(r.y[0], m*n, 4, func() error {
-			return s.dev.SparseMatmul(r.y[0], r.x[0], b.packed[0], b.meta[0], dt, m, n, k)
+			return s.dev.SparseMatmulCandidate(r.y[0], r.x[0], b.packed[0], b.meta[0], dt, m, n, k, cand)
 		})
 		if err != nil {
 			return 0, err
 		}
-		return compare(got, r.ref, sumTolerance(k))
-	}
-	return s.checked(row, check, func(i int) error {
+		rel, err := compare(got, r.ref, sumTolerance(k))
+		relErr = max(relErr, finite(rel))
+		return rel, err
+	}, func(cand, i int) error {
 		x, y := r.rotation(i)
-		return s.dev.SparseMatmul(y, x, b.packed[i%b.copies], b.meta[i%b.copies], dt, m, n, k)
-	}, WeightBytes(Ours, n, k, 0), 4, dense)
+		return s.dev.SparseMatmulCandidate(y, x, b.packed[i%b.copies], b.meta[i%b.copies], dt, m, n, k, cand)
+	})
+	row.RelErr = relErr
+	if f.err != nil || f.cand < 0 {
+		row.Error = f.err.Error()
+		return row
+	}
+	if tried > 1 {
+		row.Detail = fmt.Sprintf("plan %d of %d, %s (fastest of %d timed)", f.cand+1, len(names), names[f.cand], tried)
+	} else {
+		row.Detail = names[0]
+	}
+	s.finish(&row, f.sum, f.hostBound, WeightBytes(Ours, n, k, 0), 4, dense)
+	return row
 }
 
 // cusparselt plans (once per shape and M, with the library's algorithm

@@ -27,6 +27,7 @@ type benchFlags struct {
 	asJSON, list, quiet, noLt bool
 	share                     float64
 	runs, warmup, candidates  int
+	sparseCandidates          int
 	gpu                       int
 	seed                      uint64
 }
@@ -40,7 +41,8 @@ func newBenchCmd() *cobra.Command {
 (its q/k/v/o/gate/up/down projections, unique (out, in) pairs) or of
 --shapes, at every token count M, through dense cuBLASLt (the fastest of
 its heuristic's first candidates), sfsurgery's own mma.sp kernel on the
-stored packed + meta layout, and cuSPARSELt when the library is found
+stored packed + meta layout (at M ≤ 64 the fastest of its planner's
+first launch plans, each checked), and cuSPARSELt when the library is found
 (plan and algorithm search once per shape and M). No weights are read:
 the weights and activations are random, pruned 2:4.
 
@@ -77,6 +79,8 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	fl.IntVar(&f.runs, "runs", speed.DefaultRuns, "timed runs per row (at least 20)")
 	fl.IntVar(&f.warmup, "warmup", speed.DefaultWarmup, "warm-up runs per row")
 	fl.IntVar(&f.candidates, "dense-candidates", 4, "cuBLASLt heuristic candidates timed per row")
+	fl.IntVar(&f.sparseCandidates, "sparse-candidates", 8,
+		"launch plans of sfsurgery's decode kernel timed per row (M ≤ 64), the planner's best guesses first; 1: its choice alone")
 	fl.IntVar(&f.gpu, "gpu", 0, "CUDA device ordinal")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the random weights and activations")
 	fl.BoolVar(&f.noLt, "no-cusparselt", false, "leave cuSPARSELt out")
@@ -110,6 +114,10 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.candidates < 1 || f.sparseCandidates < 1 {
+		return fmt.Errorf("--dense-candidates %d, --sparse-candidates %d: want at least 1 each", f.candidates,
+			f.sparseCandidates)
+	}
 	if f.share <= 0 || f.share > 1 {
 		return fmt.Errorf("--gemm-share %v: want a fraction in (0, 1]", f.share)
 	}
@@ -132,7 +140,8 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	errw := cmd.ErrOrStderr()
 	bar := newCountBar(errw, len(shapes)*len(ms), f.quiet)
 	opt := speed.Options{Ms: ms, DType: dt, Warmup: f.warmup, Runs: f.runs, DenseCandidates: f.candidates,
-		GEMMShare: f.share, Seed: f.seed, NoSparseLt: f.noLt, Tool: "sfsurgery " + toolVersion(),
+		SparseCandidates: f.sparseCandidates,
+		GEMMShare:        f.share, Seed: f.seed, NoSparseLt: f.noLt, Tool: "sfsurgery " + toolVersion(),
 		Command: commandLine(cmd, args), Progress: bar.step,
 		Notef: func(format string, a ...any) {
 			if !f.quiet {

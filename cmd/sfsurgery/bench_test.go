@@ -57,6 +57,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "--shapes", "64x64", "--m", "1,x", "--list"},
 		{"bench", "--shapes", "64x64", "--dtype", "f32", "--list"},
 		{"bench", "--shapes", "64x64", "--gemm-share", "1.5", "--list"},
+		{"bench", "--shapes", "64x64", "--dense-candidates", "0", "--list"},
+		{"bench", "--shapes", "64x64", "--sparse-candidates", "-1", "--list"},
 		{"bench", "--shapes", "64x64", "--plot", "out.gif", "--list"},
 		{"bench", "/no/such/checkpoint", "--list"},
 	} {
