@@ -129,8 +129,14 @@ var ErrReport = errors.New("speed: not a bench report")
 // Markdown, plot and policy can be made again without a GPU.
 func ReadReport(r io.Reader) (*Report, error) {
 	var rep Report
-	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&rep); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrReport, err)
+	}
+	// One document: Decode stops after the first value and would take a
+	// report with anything after it (a log line appended to the file).
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: data after the report at byte %d", ErrReport, dec.InputOffset())
 	}
 	if rep.Schema != ReportSchema {
 		return nil, fmt.Errorf("%w: schema %q, want %q", ErrReport, rep.Schema, ReportSchema)
