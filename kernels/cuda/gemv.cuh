@@ -15,19 +15,20 @@
 // owns warps/kw row blocks and one slice of K (grid.y slices of `cps`
 // chunks of 64 columns). kw > 1 splits K inside the CTA: at the end the
 // block's warps add their sums through shared memory, with no trip to
-// global memory, so a small weight fills the SMs with fewer slices. The
-// CTA stages its slice of X (the
-// M tokens and one row of zeros, which the padding tokens of the n = 8
-// tiles read) in shared memory, either whole, once, or (when the slice's
-// activations would not fit, from M = 16 or so) in windows of a few rounds
-// of stages through two buffers, the next window queued as one starts,
-// with a CTA barrier per window. Each warp then runs its own
-// cp.async pipeline over its rows: a stage is SC chunks of all 32 rows, each
-// row a contiguous run of SC·64 bytes (whole cache lines; loading the
-// 64-byte pieces the fragments need straight into registers reached only
-// about 55% of the copy bandwidth), plus the meta of the stage. ST stages
-// ring in shared memory; the main loop has no CTA-wide barrier but the one
-// per window of activations. With one slice the results are stored.
+// global memory, so a small weight fills the SMs with fewer slices.
+//
+// The CTA stages its slice of X (the M tokens and one row of zeros, which
+// the padding tokens of the n = 8 tiles read) in shared memory, either
+// whole, once, or (when the slice's activations would not fit, from M = 16
+// or so) in windows of a few rounds of stages through two buffers, the
+// next window queued as one starts, with a CTA barrier per window. Each
+// warp then runs its own cp.async pipeline over its rows: a stage is SC
+// chunks of all 32 rows, each row a contiguous run of SC·64 bytes (whole
+// cache lines; loading the 64-byte pieces the fragments need straight into
+// registers reached only about 55% of the copy bandwidth), plus the meta
+// of the stage. ST stages ring in shared memory; the main loop has no
+// CTA-wide barrier but the one per window of activations. With one slice
+// the results are stored.
 //
 // Several slices (split K), deterministically and in one launch: the first
 // warp of each row block (holding its block's sums of the slice) stores
@@ -56,9 +57,9 @@
 // and 1 for rows 16-31 of the block.
 //
 // Requirements (checked by the Go caller): N % 32 == 0, K % 64 == 0,
-// 1 ≤ M ≤ 8·NT, blockDim.x = 32·warps ≤ 256, kw ∈ {1, 2, 4, 8} dividing warps, dynamic shared memory as
-// documented at the entry points and, with more than one slice, the
-// workspace and counters described above. Slice s holds chunks
+// 1 ≤ M ≤ 8·NT, blockDim.x = 32·warps ≤ 256, kw ∈ {1, 2, 4, 8} dividing
+// warps, dynamic shared memory as documented at the entry points and, with
+// more than one slice, the workspace and counters described above. Slice s holds chunks
 // [s·cps, min((s+1)·cps, K/64)) with cps = ceil(K/64 / gridDim.y); the Go
 // planner makes none empty (an empty one would add zeros).
 #pragma once
