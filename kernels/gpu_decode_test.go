@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -322,11 +321,8 @@ func TestGPUDecodeDeterministic(t *testing.T) {
 				first[name] = got
 				continue
 			}
-			for i := range got {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Errorf("%s, call %d: y[%d] = %v, first call %v", name, rep+1, i, got[i], want[i])
-					break
-				}
+			if i := bitDiff(got, want); i >= 0 {
+				t.Errorf("%s, call %d: y[%d] = %v, first call %v", name, rep+1, i, got[i], want[i])
 			}
 		}
 	}
@@ -491,12 +487,9 @@ func TestGPUDecodeModels(t *testing.T) {
 					freeAll(t, yd)
 					checkClose(t, fmt.Sprintf("m=%d decode vs DenseMatmul", m), s.k, gemv, dense)
 					checkClose(t, fmt.Sprintf("m=%d decode vs general", m), s.k, gemv, general)
-					for i := range auto {
-						if math.Float32bits(auto[i]) != math.Float32bits(gemv[i]) {
-							t.Errorf("m=%d: SparseMatmul y[%d] = %v, decode kernel %v: not the decode kernel's plan",
-								m, i, auto[i], gemv[i])
-							break
-						}
+					if i := bitDiff(auto, gemv); i >= 0 {
+						t.Errorf("m=%d: SparseMatmul y[%d] = %v, decode kernel %v: not the decode kernel's plan",
+							m, i, auto[i], gemv[i])
 					}
 					ref := refColumns(dt, xs, w.dense, m, s.k, cols)
 					checkClose(t, fmt.Sprintf("m=%d decode vs float64", m), s.k, pickColumns(gemv, m, s.n, cols), ref)
@@ -538,8 +531,9 @@ func TestGPUDecodeCandidates(t *testing.T) {
 				got := downloadF32(t, y, m*s.n)
 				freeAll(t, y)
 				checkClose(t, fmt.Sprintf("%s m=%d candidate %d (%s) vs DenseMatmul", s.proj, m, i, name), s.k, got, dense)
-				if i == 0 && !bytes.Equal(f32Bytes(got), f32Bytes(auto)) {
-					t.Errorf("%s m=%d: candidate 0 (%s) is not SparseMatmul's plan", s.proj, m, name)
+				if j := bitDiff(got, auto); i == 0 && j >= 0 {
+					t.Errorf("%s m=%d: candidate 0 (%s) is not SparseMatmul's plan: y[%d] = %v, SparseMatmul %v",
+						s.proj, m, name, j, got[j], auto[j])
 				}
 			}
 			if err := d.SparseMatmulCandidate(yd, x, w.dPack, w.dMeta, dt, m, s.n, s.k, len(names)); !errors.Is(err, ErrArgument) {
@@ -558,11 +552,13 @@ func TestGPUDecodeCandidates(t *testing.T) {
 	}
 }
 
-// f32Bytes returns the bits of v, for exact comparison.
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 0, 4*len(v))
-	for _, f := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+// bitDiff returns the first index where a and b (of the same length)
+// differ in their bits, or -1 when they are the same bits.
+func bitDiff(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
 	}
-	return b
+	return -1
 }
