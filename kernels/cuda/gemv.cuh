@@ -362,6 +362,53 @@ __device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, in
   }
 }
 
+// finish stores a warp's sums of its 32 weight rows (block rb) for the
+// CTA's slice of K: to Y when the launch has one slice, else to the
+// workspace, after which the last slice of the row block to draw its
+// ticket adds them all up (reduce). Both the mma.sp and the warpgroup
+// kernels end with it.
+template <int NT>
+__device__ __forceinline__ void finish(float* __restrict__ Y, float* __restrict__ W, const float (&acc)[NT][2][4],
+                                       int M, int N, int rb, int lane) {
+  // One slice: the sums are final. Several: this slice's part of them goes
+  // to the workspace, the same [token][row] layout as Y.
+  const int slices = gridDim.y;
+  float* out = slices == 1 ? Y : W + static_cast<size_t>(blockIdx.y) * M * N;
+  // d0, d1: row g, tokens 2·tig, 2·tig+1 of the n-tile; d2, d3: row g+8.
+  const int g = lane >> 2;
+  const int tig = lane & 3;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int row = 32 * rb + 16 * s + g;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tok = 8 * t + 2 * tig + (i & 1);
+        if (tok < M) out[static_cast<size_t>(tok) * N + row + 8 * (i >> 1)] = acc[t][s][i];
+      }
+    }
+  }
+  SFS_GEMV_TRACE(4);
+  if (slices == 1) return;
+
+  // Draw the row block's ticket once the whole warp has stored its sums:
+  // the atomic releases them (the warp barrier puts every lane's stores
+  // before it) and, for the last warp, acquires those of the other slices
+  // (the barrier after it orders them before every lane's loads).
+  __syncwarp();
+  unsigned* counter = reinterpret_cast<unsigned*>(W) - 1 - rb;
+  unsigned ticket = 0;
+  if (lane == 0) {
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(ticket) : "l"(counter) : "memory");
+  }
+  ticket = __shfl_sync(0xffffffffu, ticket, 0);
+  __syncwarp();
+  if (ticket != static_cast<unsigned>(slices - 1)) return;
+  reduce<NT>(Y, W, M, N, slices, rb, lane);
+  if (lane == 0) *counter = 0u;  // every slice has drawn its ticket
+}
+
 // stage_x queues window w of the slice's activations (chunks [w·xw,
 // min((w+1)·xw, nc)) of tokens 0 … rows-1, and a row of zeros) into the X
 // buffer at shared address xb, in their natural layout (token rows of ts
@@ -559,79 +606,8 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
     static_assert(kAcc * 32 * 4 <= ST * S::kBytes, "a warp's sums fit in its ring");
   }
 
-  // One slice: the sums are final. Several: this slice's part of them goes
-  // to the workspace, the same [token][row] layout as Y.
-  const int slices = gridDim.y;
-  float* out = slices == 1 ? Y : W + static_cast<size_t>(blockIdx.y) * M * N;
-  // d0, d1: row g, tokens 2·tig, 2·tig+1 of the n-tile; d2, d3: row g+8.
-  const int g = lane >> 2;
-  const int tig = lane & 3;
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const int row = 32 * rb + 16 * s + g;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int tok = 8 * t + 2 * tig + (i & 1);
-        if (tok < M) out[static_cast<size_t>(tok) * N + row + 8 * (i >> 1)] = acc[t][s][i];
-      }
-    }
-  }
-  SFS_GEMV_TRACE(4);
-  if (slices == 1) return;
-
-  // Draw the row block's ticket once the whole warp has stored its sums:
-  // the atomic releases them (the warp barrier puts every lane's stores
-  // before it) and, for the last warp, acquires those of the other slices
-  // (the barrier after it orders them before every lane's loads).
-  __syncwarp();
-  unsigned* counter = reinterpret_cast<unsigned*>(W) - 1 - rb;
-  unsigned ticket = 0;
-  if (lane == 0) {
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(ticket) : "l"(counter) : "memory");
-  }
-  ticket = __shfl_sync(0xffffffffu, ticket, 0);
-  __syncwarp();
-  if (ticket != static_cast<unsigned>(slices - 1)) return;
-  reduce<NT>(Y, W, M, N, slices, rb, lane);
-  if (lane == 0) *counter = 0u;  // every slice has drawn its ticket
+  finish<NT>(Y, W, acc, M, N, rb, lane);
 }
 
 }  // namespace gemv
 }  // namespace sfs
-
-// gemv_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/32 / (warps/kw)),
-// slices), block 32·warps (≤ 256), kw warps per row block, dynamic shared
-// memory warps·ST·Stage<SC>::kBytes + B·4·(min(M, 8·NT) + 1)·(xw·32 + 4)
-// bytes with cps = ceil(K/64 / slices) and, for xwin = 0 or xwin ≥ cps (the
-// slice's activations staged whole), xw = cps and B = 1, else (staged in
-// windows of xwin chunks through two buffers) xw = xwin and B = 2; a window
-// size must then be a multiple of kw·SC and at least (ST-1)·kw·SC. NT is
-// the number of 8-token tiles (M ≤ 8·NT), SC the chunks per pipeline
-// stage. Y is f32 [M][N], written with plain stores, 16-byte aligned; X is
-// [M][K]; P (packed) is [N][K/2]; U is the stored meta viewed as uint32
-// (N·K/32 words). W (several slices only; unused with one) is the f32
-// workspace [slices][M][N], 16-byte aligned, preceded by the N/32 u32
-// ticket counters, all zero at launch and left zero.
-#define SFS_GEMV(name, T, NT, SC)                                                                             \
-  extern "C" __global__ void __launch_bounds__(sfs::gemv::kMaxThreads)                                       \
-      name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,            \
-           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin, int kw) {   \
-    sfs::gemv::kernel<T, NT, SC>(Y, X, P, U, W, M, N, K, xwin, kw);                                          \
-  }
-#define SFS_GEMV_SC(SC)                              \
-  SFS_GEMV(gemv_bf16_t1_s##SC, sfs::BF16, 1, SC)     \
-  SFS_GEMV(gemv_bf16_t2_s##SC, sfs::BF16, 2, SC)     \
-  SFS_GEMV(gemv_bf16_t4_s##SC, sfs::BF16, 4, SC)     \
-  SFS_GEMV(gemv_bf16_t8_s##SC, sfs::BF16, 8, SC)     \
-  SFS_GEMV(gemv_f16_t1_s##SC, sfs::F16, 1, SC)       \
-  SFS_GEMV(gemv_f16_t2_s##SC, sfs::F16, 2, SC)       \
-  SFS_GEMV(gemv_f16_t4_s##SC, sfs::F16, 4, SC)       \
-  SFS_GEMV(gemv_f16_t8_s##SC, sfs::F16, 8, SC)
-
-SFS_GEMV_SC(2)
-SFS_GEMV_SC(4)
-
-#undef SFS_GEMV_SC
-#undef SFS_GEMV
