@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
-# check_ptx.sh [OUT.ptx]
+# check_ptx.sh [OUTDIR]
 #
-# Rebuilds kernels/ptx/sfsurgery.ptx with the exact command of the
-# //go:generate directive in kernels/generate.go, writing OUT.ptx (default:
-# a temporary file), and diffs it against the committed PTX. Needs nvcc
-# (the committed file was built by nvcc 13.0). Exit status: 0 same, 1
-# different, 2 could not build.
+# Rebuilds every kernels/ptx/*.ptx with the exact commands of the
+# //go:generate directives in kernels/generate.go, writing each into OUTDIR
+# (default: a temporary directory) under its own name, and diffs them
+# against the committed PTX. Needs nvcc (the committed files were built by
+# nvcc 13.0). Exit status: 0 all the same, 1 one differs, 2 could not build.
 set -euo pipefail
 kdir=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-$(mktemp -d)/sfsurgery.ptx}
+out=${1:-$(mktemp -d)}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
-cmd=$(sed -n 's#^//go:generate \(nvcc .*\)$#\1#p' "$kdir/generate.go")
-if [[ -z $cmd || $cmd != *"-o ptx/sfsurgery.ptx"* ]]; then
-	echo "check_ptx: no 'nvcc ... -o ptx/sfsurgery.ptx' go:generate directive in $kdir/generate.go" >&2
+mkdir -p "$out"
+mapfile -t cmds < <(sed -n 's#^//go:generate \(nvcc .* -o ptx/[a-z0-9_]*\.ptx .*\)$#\1#p' "$kdir/generate.go")
+if [[ ${#cmds[@]} == 0 ]]; then
+	echo "check_ptx: no 'nvcc ... -o ptx/NAME.ptx' go:generate directive in $kdir/generate.go" >&2
 	exit 2
 fi
-cmd=${cmd/-o ptx\/sfsurgery.ptx/-o $out}
-echo "check_ptx: (cd kernels && $cmd)"
-(cd "$kdir" && eval "$cmd") || exit 2
-echo "check_ptx: $(nvcc --version | tail -1); fresh PTX $(grep -m1 '^\.version' "$out"), $(grep -m1 '^\.target' "$out")"
-if cmp -s "$kdir/ptx/sfsurgery.ptx" "$out"; then
-	echo "check_ptx: OK, committed PTX matches the fresh build"
-	exit 0
-fi
-diff "$kdir/ptx/sfsurgery.ptx" "$out" | head -40 || true
-echo "check_ptx: DIFFERENT: committed kernels/ptx/sfsurgery.ptx does not match the fresh build" >&2
-exit 1
+status=0
+for cmd in "${cmds[@]}"; do
+	name=$(sed -n 's#.* -o ptx/\([a-z0-9_]*\.ptx\) .*#\1#p' <<<"$cmd")
+	fresh=$out/$name
+	cmd=${cmd/-o ptx\/$name/-o $fresh}
+	echo "check_ptx: (cd kernels && $cmd)"
+	(cd "$kdir" && eval "$cmd") || exit 2
+	echo "check_ptx: $(nvcc --version | tail -1); fresh $name $(grep -m1 '^\.version' "$fresh"), $(grep -m1 '^\.target' "$fresh")"
+	if cmp -s "$kdir/ptx/$name" "$fresh"; then
+		echo "check_ptx: OK, committed ptx/$name matches the fresh build"
+		continue
+	fi
+	diff "$kdir/ptx/$name" "$fresh" | head -40 || true
+	echo "check_ptx: DIFFERENT: committed kernels/ptx/$name does not match the fresh build" >&2
+	status=1
+done
+exit $status

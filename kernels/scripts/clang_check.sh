@@ -2,8 +2,9 @@
 # clang_check.sh: compile-check kernels/cuda/ without the CUDA toolkit.
 #
 # Runs clang's CUDA front end (device side only) on sfsurgery.cu for
-# sm_80, sm_90 and sm_90a with a minimal stand-in for the CUDA headers
-# (nothing is linked or run), and reports the kernels each target defines.
+# sm_80, sm_90 and sm_90a, and on sfsurgery_sm90a.cu for sm_90a, with a
+# minimal stand-in for the CUDA headers (nothing is linked or run), and
+# reports the kernels each target defines.
 # It catches C++ and inline-asm operand errors on the Go machine, before
 # a device call; it is not the nvcc build (check_ptx.sh is). Needs clang
 # 17 or newer (CLANG=... names another).
@@ -49,13 +50,19 @@ cat >"$tmp/stdint.h" <<'H'
 typedef unsigned short uint16_t; typedef unsigned int uint32_t; typedef unsigned long long uint64_t; typedef int int32_t;
 H
 status=0
-for arch in sm_80 sm_90 sm_90a; do
+# check UNIT ARCH: one translation unit for one target.
+check() {
+	local unit=$1 arch=$2
 	if ! "$clang" -x cuda --cuda-gpu-arch=$arch --cuda-device-only -nocudainc -nocudalib \
 		-Xclang -target-feature -Xclang +ptx80 -std=c++17 -O1 -Wno-pass-failed -Wno-unknown-cuda-version \
-		-I"$tmp" -I"$kdir/cuda" -S -o "$tmp/$arch.s" "$kdir/cuda/sfsurgery.cu" 2>"$tmp/$arch.log"; then
+		-I"$tmp" -I"$kdir/cuda" -S -o "$tmp/$unit.$arch.s" "$kdir/cuda/$unit.cu" 2>"$tmp/$unit.$arch.log"; then
 		status=1
 	fi
-	grep -E 'error|warning' -A3 "$tmp/$arch.log" | head -30 || true
-	echo "clang_check: $arch: $(grep -c '^\.visible \.entry\|^\.entry' "$tmp/$arch.s" 2>/dev/null || echo 0) kernels"
+	grep -E 'error|warning' -A3 "$tmp/$unit.$arch.log" | head -30 || true
+	echo "clang_check: $unit.cu for $arch: $(grep -c '^\.visible \.entry\|^\.entry' "$tmp/$unit.$arch.s" 2>/dev/null || echo 0) kernels"
+}
+for arch in sm_80 sm_90 sm_90a; do
+	check sfsurgery $arch
 done
+check sfsurgery_sm90a sm_90a
 exit $status

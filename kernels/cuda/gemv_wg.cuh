@@ -1,0 +1,326 @@
+// gemv_wg.cuh: the decode-size product of gemv.cuh in Hopper's warpgroup
+// form (sm_90a only: wgmma and the arch-specific PTX target).
+//
+// Same operands, work split and results as gemv.cuh's kernel with 4 warps
+// of one row block each (kw = 1); what differs is who copies and who
+// multiplies:
+//
+//   - A fifth warp, the producer, queues every weight copy of the CTA: stage
+//     q of each of the four consumer warps' rows into ring slot q % ST, in
+//     order, and signals the slot's `full` mbarrier when its copies land
+//     (cp.async.mbarrier.arrive.noinc: each of its 32 lanes arrives once its
+//     own copies are done). It waits on the slot's `empty` mbarrier before
+//     refilling it.
+//   - The four consumer warps, one warpgroup, stage the activations and
+//     multiply with wgmma.mma_async.sp m64nNk32 (N = 8·NT tokens): each
+//     warp loads its 16-row A fragments and the stored meta words from its
+//     ring slot exactly as gemv.cuh's stage_multiply does (ldmatrix.x4, the
+//     same registers), issues the products, which read B (the activations)
+//     from shared memory and run asynchronously, and releases the slot at
+//     once. One instruction covers the 64 rows of the four warps: on an
+//     H100 it issues at twice mma.sp's rate per SM sub-partition
+//     (kernels/scripts/mma_rate.cu and wgmma_sp_probe.cu), and the B
+//     fragments' ldmatrix, most of the shared-memory reads of gemv.cuh's
+//     kernel at m ≥ 16, are gone.
+//   - Every consumer thread arrives on `empty` after its own reads of the
+//     slot. One arrival per warp after __syncwarp is as correct under the
+//     PTX memory model and measured the same, but compute-sanitizer's
+//     racecheck then reports the other lanes' reads as racing with the
+//     refill (kernels/scripts/racecheck_mbarrier.cu shows it on a small
+//     kernel); with every thread arriving it reports none.
+//
+// wgmma.sp with A from registers takes mma.sp's A fragments, meta words
+// and selector unchanged, and its f32 accumulators of warp w are mma.sp's
+// tiles of rows 16w … 16w+15 (d[4t + j] is tile t's d[j]), so finish()
+// stores them as gemv.cuh's kernel does; the products are the same bits
+// (kernels/scripts/wgmma_sp_probe.cu, and TestGPUDecodeWarpgroup for every
+// plan). B is K-major in the 128-byte swizzle: token t of a chunk is one
+// 128-byte row (its 64 activations) whose 16-byte unit u is stored at
+// u ^ (t % 8); 8-token groups are 1024 bytes apart; chunk c of a window
+// starts at c·8·NT·128 bytes; a buffer is 1024-byte aligned. (Plain core
+// matrices, without the swizzle, measured up to 45% slower: kernels/notes.md,
+// variant 8.) Tokens past M and chunks past the slice are zero-filled, as
+// are the A fragments of chunks past the slice and of warps past N: wgmma
+// multiplies them (a branch around a wgmma makes ptxas serialize them all),
+// and zeros times zeros add nothing. The buffer of a slice staged whole
+// holds a whole number of stages.
+//
+// The activations are staged by the consumers, whole or in windows of xw
+// chunks through two buffers, as in gemv.cuh; at a new window each
+// consumer waits for its products and its copies, fences them for the
+// async proxy (wgmma reads shared memory through it) and meets the others
+// at a named barrier, then queues the window after it into the buffer just
+// freed.
+//
+// Requirements (checked by the Go caller): those of gemv.cuh with
+// blockDim.x = 160 (4 consumer warps and the producer), kw = 1, xwin a
+// multiple of SC (or 0), and the dynamic shared memory documented at the
+// entry points (sfsurgery_sm90a.cu).
+#pragma once
+
+#include "gemv.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "gemv_wg.cuh needs the sm_90a target (wgmma): build with -arch=compute_90a"
+#endif
+
+namespace sfs {
+namespace gemv {
+
+constexpr int kWgWarps = 4;  // consumer warps: one warpgroup
+
+// wg_desc128 returns the wgmma shared-memory matrix descriptor of a
+// K-major tile in the 128-byte swizzle at shared address addr: rows of
+// 128 bytes whose unit u sits at u ^ (row % 8), 8-row groups 1024 bytes
+// apart (the stride offset; the leading offset is unused in this mode).
+__device__ __forceinline__ uint64_t wg_desc128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// proxy_fence makes this thread's completed writes to shared memory
+// visible to the async proxy, through which wgmma reads B.
+__device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// mbar_init, mbar_wait, mbar_arrive and mbar_arrive_cp are the mbarrier
+// operations of the pipeline: init with an arrival count; wait until the
+// phase of the given parity has completed (acquire); arrive (release);
+// and arrive once this thread's cp.async copies so far have landed
+// (.noinc: the arrival is one of the count).
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n"
+      "SFS_MBAR_WAIT_%=:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra SFS_MBAR_WAIT_%=;\n\t}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared::cta.b64 st, [%0];\n\t}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cp(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// wg_mma<kSel>(T, acc, a, desc, e) adds A (this warp's 16 rows of half
+// kSel of its block, as mma.sp's fragments) times B (8·NT tokens at desc)
+// to half kSel of the accumulators: one wgmma.mma_async.sp of the
+// warpgroup, accumulating (scale-d 1), B K-major (trans-b 0).
+#define SFS_WG_T(t) "+f"(acc[t][kSel][0]), "+f"(acc[t][kSel][1]), "+f"(acc[t][kSel][2]), "+f"(acc[t][kSel][3])
+#define SFS_WG_MMA(T, TS, NT, SHAPE, DREGS, AREGS, ...)                                                         \
+  template <int kSel>                                                                                         \
+  __device__ __forceinline__ void wg_mma(T, float (&acc)[NT][2][4], const uint32_t (&a)[4], uint64_t desc,      \
+                                         uint32_t e) {                                                          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                     \
+                 "wgmma.mma_async.sp.sync.aligned." SHAPE ".f32." TS "." TS " " DREGS ", " AREGS ", p, 1, 1, 0;\n}\n" \
+                 : __VA_ARGS__                                                                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(e), "n"(kSel));                 \
+  }
+SFS_WG_MMA(BF16, "bf16", 1, "m64n8k32", "{%0, %1, %2, %3}", "{%4, %5, %6, %7}, %8, %9, %10", SFS_WG_T(0))
+SFS_WG_MMA(F16, "f16", 1, "m64n8k32", "{%0, %1, %2, %3}", "{%4, %5, %6, %7}, %8, %9, %10", SFS_WG_T(0))
+SFS_WG_MMA(BF16, "bf16", 2, "m64n16k32", "{%0, %1, %2, %3, %4, %5, %6, %7}", "{%8, %9, %10, %11}, %12, %13, %14", SFS_WG_T(0), SFS_WG_T(1))
+SFS_WG_MMA(F16, "f16", 2, "m64n16k32", "{%0, %1, %2, %3, %4, %5, %6, %7}", "{%8, %9, %10, %11}, %12, %13, %14", SFS_WG_T(0), SFS_WG_T(1))
+SFS_WG_MMA(BF16, "bf16", 4, "m64n32k32", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "{%16, %17, %18, %19}, %20, %21, %22", SFS_WG_T(0), SFS_WG_T(1), SFS_WG_T(2), SFS_WG_T(3))
+SFS_WG_MMA(F16, "f16", 4, "m64n32k32", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}", "{%16, %17, %18, %19}, %20, %21, %22", SFS_WG_T(0), SFS_WG_T(1), SFS_WG_T(2), SFS_WG_T(3))
+SFS_WG_MMA(BF16, "bf16", 8, "m64n64k32", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}", "{%32, %33, %34, %35}, %36, %37, %38", SFS_WG_T(0), SFS_WG_T(1), SFS_WG_T(2), SFS_WG_T(3), SFS_WG_T(4), SFS_WG_T(5), SFS_WG_T(6), SFS_WG_T(7))
+SFS_WG_MMA(F16, "f16", 8, "m64n64k32", "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}", "{%32, %33, %34, %35}, %36, %37, %38", SFS_WG_T(0), SFS_WG_T(1), SFS_WG_T(2), SFS_WG_T(3), SFS_WG_T(4), SFS_WG_T(5), SFS_WG_T(6), SFS_WG_T(7))
+#undef SFS_WG_MMA
+#undef SFS_WG_T
+
+// wg_xbytes is the bytes of one buffer of activations for xcap chunks.
+template <int NT>
+__device__ __forceinline__ uint32_t wg_xbytes(int xcap) {
+  return static_cast<uint32_t>(xcap) * 8 * NT * 128;
+}
+
+// stage_x_wg queues window w of the slice's activations (chunks [w·xw,
+// min((w+1)·xw, nc)) of tokens 0 … rows-1) into the buffer at shared
+// address xb, which holds xcap chunks, in the swizzled layout above; the
+// rest of the buffer (tokens past rows, chunks past the slice) is
+// zero-filled. The consumers' threads copy consecutive tokens of one unit
+// in turn, so that each quarter-warp fills 128 contiguous bytes.
+template <int NT>
+__device__ __forceinline__ void stage_x_wg(uint32_t xb, const uint16_t* __restrict__ X, int K, int c0, int w, int xw,
+                                           int xcap, int nc, int rows, int tid, int threads) {
+  constexpr int kTok = 8 * NT;
+  constexpr int kTokShift = NT == 1 ? 3 : NT == 2 ? 4 : NT == 4 ? 5 : 6;
+  const int first = w * xw;
+  const int cnt = min(xw, nc - first);
+  const int total = xcap * 8 * kTok;  // 16-byte units of the buffer
+  for (int i = tid; i < total; i += threads) {
+    const int u = i & 7;
+    const int t = (i >> 3) & (kTok - 1);
+    const int lc = i >> (kTokShift + 3);
+    const bool real = t < rows && lc < cnt;
+    const uint16_t* src =
+        real ? X + static_cast<size_t>(t) * K + static_cast<size_t>(c0 + first + lc) * kChunk + 8 * u : X;
+    cp_async16s(xb + (lc * kTok + t) * 128 + 16 * (u ^ (t & 7)), src, real);
+  }
+}
+
+// stage_multiply_wg multiplies the SC chunks of ring slot `slot` (stage st
+// of the slice) into the accumulators, with the activations of the stage's
+// first chunk at shared address xs; the warpgroup's four warps run it
+// together (wgmma is collective). It waits for the previous stage's
+// products (their A registers are reused), loads every A fragment and meta
+// word of the stage (zeros, with a valid meta pattern, for chunks past the
+// slice and when live is false), issues the products and commits them
+// without waiting: the slot may be refilled as soon as it returns.
+template <typename T, int NT, int SC>
+__device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32_t slot, const Lane<NT>& ln,
+                                                  uint32_t xs, int st, int nc, bool live) {
+  using S = Stage<SC>;
+  uint32_t a[SC][2][2][4];
+  uint32_t e[SC][2];
+  wg_wait_all();
+#pragma unroll
+  for (int i = 0; i < SC; ++i) {
+    const bool ok = live && st * SC + i < nc;
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      // k-tile 2i+p, as in stage_multiply.
+      const uint32_t unit = static_cast<uint32_t>((4 * i + 2 * p) ^ ln.aq);
+      ldsm4(a[i][p][0], slot + ln.arow + 16 * unit);
+      ldsm4(a[i][p][1], slot + ln.arow + 16 * S::kRowBytes + 16 * unit);
+      e[i][p] = lds32(slot + S::kMetaOffset + (2 * i + p) * 128 + ln.meta);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        a[i][p][0][j] = ok ? a[i][p][0][j] : 0u;
+        a[i][p][1][j] = ok ? a[i][p][1][j] : 0u;
+      }
+      e[i][p] = ok ? e[i][p] : 0x44444444u;  // groups keeping positions 0 and 1
+    }
+  }
+  wg_fence();
+#pragma unroll
+  for (int i = 0; i < SC; ++i) {
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      // k-tile 2i+p: chunk i's 128-byte token rows, bytes 64p … 64p+63.
+      const uint64_t desc = wg_desc128(xs + i * 8 * NT * 128 + p * 64);
+      wg_mma<0>(T{}, acc, a[i][p][0], desc, e[i][p]);
+      wg_mma<1>(T{}, acc, a[i][p][1], desc, e[i][p]);
+    }
+  }
+  wg_commit();
+}
+
+template <typename T, int NT, int SC>
+__device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t* __restrict__ X,
+                                          const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
+                                          float* __restrict__ W, int M, int N, int K, int xwin) {
+  using S = Stage<SC>;
+  constexpr int ST = S::kDepth;
+  constexpr int kTokens = 8 * NT;
+  constexpr int kThreads = 32 * kWgWarps;  // the consumers
+  extern __shared__ uint4 smem4[];
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int chunks = K / kChunk;
+  const int cps = (chunks + gridDim.y - 1) / gridDim.y;  // chunks per slice
+  const int c0 = blockIdx.y * cps;
+  const int nc = min(cps, chunks - c0);  // ≥ 1 for the Go planner's grids
+  const int nst = (nc + SC - 1) / SC;    // pipeline stages of the slice
+  const bool windowed = xwin > 0 && xwin < cps;
+  const int xw = windowed ? xwin : cps;                           // chunks of a window
+  const int xcap = windowed ? xwin : (cps + SC - 1) / SC * SC;    // chunks a buffer holds
+  const int rows = min(M, kTokens);
+  const uint32_t xbuf = wg_xbytes<NT>(xcap);
+  // Layout: the consumers' rings, the activation buffer(s) from the next
+  // 1024-byte boundary (the swizzle is anchored there; the Go planner
+  // allows 1024 bytes for it), then the ST full and ST empty mbarriers.
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem4));
+  const uint32_t xs = (base + kWgWarps * ST * S::kBytes + 1023) & ~1023u;
+  const uint32_t bars = xs + (windowed ? 2 : 1) * xbuf;
+  const int blocks = N / 32;
+  SFS_GEMV_TRACE(0);
+  if (tid == 0) {
+    for (int i = 0; i < ST; ++i) {
+      mbar_init(bars + 8 * i, 32);                 // full: the producer's lanes
+      mbar_init(bars + 8 * (ST + i), kThreads);  // empty: every consumer thread
+    }
+  }
+  __syncthreads();
+
+  if (warp == kWgWarps) {
+    // The producer: stage q of every consumer into slot q % ST, in order.
+    for (int q = 0; q < nst; ++q) {
+      const int s = q % ST;
+      if (q >= ST) mbar_wait(bars + 8 * (ST + s), (q / ST - 1) & 1);  // its stage q-ST was read
+      for (int w = 0; w < kWgWarps; ++w) {
+        const int rb = blockIdx.x * kWgWarps + w;
+        if (rb >= blocks) break;
+        const Copies<SC> cp(P, U, N, K, rb, c0, base + w * ST * S::kBytes, lane);
+        if ((q + 1) * SC <= nc) {
+          cp.template issue<true>(q, nc, s * S::kBytes);
+        } else {
+          cp.template issue<false>(q, nc, s * S::kBytes);
+        }
+      }
+      mbar_arrive_cp(bars + 8 * s);
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    return;
+  }
+
+  // The consumers.
+  stage_x_wg<NT>(xs, X, K, c0, 0, xw, xcap, nc, rows, tid, kThreads);
+  cp_async_commit();
+  cp_async_wait<0>();
+  proxy_fence();
+  bar_group(1, kThreads);
+  SFS_GEMV_TRACE(1);
+  const int rb = blockIdx.x * kWgWarps + warp;
+  const bool active = rb < blocks;
+  Lane<NT> ln;  // A rows and meta as in gemv.cuh; B needs no lane addresses
+  ln.arow = (((lane >> 3) & 1) * 8 + (lane & 7)) * S::kRowBytes;
+  ln.aq = (lane >> 4) ^ (lane & 7);
+  ln.meta = 4 * lane;
+  float acc[NT][2][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[t][s][i] = 0.f;
+  const uint32_t ring = base + warp * ST * S::kBytes;
+  int win = 0, pos = 0;  // window of stage r, and its first chunk in it
+  for (int r = 0; r < nst; ++r) {
+    if (pos == xw) {
+      // A new window: every consumer's products of the previous one are
+      // done and this one's copies are visible to wgmma.
+      ++win;
+      pos = 0;
+      wg_wait_all();
+      cp_async_wait<0>();
+      proxy_fence();
+      bar_group(1, kThreads);
+    }
+    if (windowed && pos == 0 && (win + 1) * xw < nc) {
+      stage_x_wg<NT>(xs + ((win + 1) & 1) * xbuf, X, K, c0, win + 1, xw, xcap, nc, rows, tid, kThreads);
+      cp_async_commit();
+    }
+    const int s = r % ST;
+    mbar_wait(bars + 8 * s, (r / ST) & 1);
+    if (r == 0) SFS_GEMV_TRACE(2);
+    stage_multiply_wg<T, NT, SC>(acc, ring + s * S::kBytes, ln, xs + (win & 1) * xbuf + pos * 8 * NT * 128, r, nc,
+                                 active);
+    mbar_arrive(bars + 8 * (ST + s));  // this thread's reads of the slot are done
+    pos += SC;
+  }
+  wg_wait_all();
+  cp_async_wait<0>();
+  SFS_GEMV_TRACE(3);
+  if (!active) return;
+  finish<NT>(Y, W, acc, M, N, rb, lane);
+}
+
+}  // namespace gemv
+}  // namespace sfs

@@ -1,0 +1,41 @@
+// sfsurgery_sm90a.cu: the translation unit behind
+// kernels/ptx/sfsurgery_sm90a.ptx, built for the arch-specific sm_90a
+// target (see kernels/generate.go for the exact command). The driver
+// compiles it only for compute capability 9.0 (H100, H200); the Go package
+// loads it there, beside sfsurgery.ptx.
+//
+// Entry points (extern "C"):
+//   gemv_wg_{bf16,f16}_t{1,2,4,8}_s{2,4}
+//        the decode-size product in Hopper's warpgroup form (gemv_wg.cuh)
+#include "gemv_wg.cuh"
+
+// gemv_wg_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/128), slices), block
+// 160 (4 consumer warps, one row block each, and the producer), dynamic
+// shared memory 4·ST·Stage<SC>::kBytes + 1024 + B·xcap·8·NT·128 + 16·ST
+// bytes with cps = ceil(K/64 / slices) and, for xwin = 0 or xwin ≥ cps (the
+// slice's activations staged whole), xcap = cps rounded up to a multiple of
+// SC and B = 1, else (in windows of xwin chunks, a multiple of SC, through
+// two buffers) xcap = xwin and B = 2. The operands, the workspace and the
+// counters are those of gemv.cuh's entry points (sfsurgery.cu), and so is
+// the result, bit for bit.
+#define SFS_GEMV_WG(name, T, NT, SC)                                                                        \
+  extern "C" __global__ void __launch_bounds__(32 * (sfs::gemv::kWgWarps + 1))                              \
+      name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,           \
+           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin) {          \
+    sfs::gemv::kernel_wg<T, NT, SC>(Y, X, P, U, W, M, N, K, xwin);                                          \
+  }
+#define SFS_GEMV_WG_SC(SC)                              \
+  SFS_GEMV_WG(gemv_wg_bf16_t1_s##SC, sfs::BF16, 1, SC)  \
+  SFS_GEMV_WG(gemv_wg_bf16_t2_s##SC, sfs::BF16, 2, SC)  \
+  SFS_GEMV_WG(gemv_wg_bf16_t4_s##SC, sfs::BF16, 4, SC)  \
+  SFS_GEMV_WG(gemv_wg_bf16_t8_s##SC, sfs::BF16, 8, SC)  \
+  SFS_GEMV_WG(gemv_wg_f16_t1_s##SC, sfs::F16, 1, SC)    \
+  SFS_GEMV_WG(gemv_wg_f16_t2_s##SC, sfs::F16, 2, SC)    \
+  SFS_GEMV_WG(gemv_wg_f16_t4_s##SC, sfs::F16, 4, SC)    \
+  SFS_GEMV_WG(gemv_wg_f16_t8_s##SC, sfs::F16, 8, SC)
+
+SFS_GEMV_WG_SC(2)
+SFS_GEMV_WG_SC(4)
+
+#undef SFS_GEMV_WG_SC
+#undef SFS_GEMV_WG
