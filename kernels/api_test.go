@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,28 +49,53 @@ func TestOpenNegativeOrdinal(t *testing.T) {
 	}
 }
 
+// TestPTXEmbedded checks both embedded PTX images: NUL-terminated once,
+// the target, every entry point the package looks up, the instructions the
+// kernels are built on, and an ISA version with a known minimum driver.
 func TestPTXEmbedded(t *testing.T) {
-	img := ptxImage()
-	if len(img) < 2 || img[len(img)-1] != 0 {
-		t.Fatal("PTX image is not NUL-terminated")
-	}
-	if i := strings.IndexByte(string(img), 0); i != len(img)-1 {
-		t.Fatalf("PTX image has a NUL at %d of %d", i, len(img))
-	}
-	src := string(img[:len(img)-1])
-	for _, want := range []string{".target sm_80", ".entry spmm_bf16(", ".entry spmm_f16(", ".entry dense_bf16(",
-		".entry dense_f16(", ".entry decode_ampere16(", "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32",
-		"mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32", "cp.async.cg.shared.global"} {
-		if !strings.Contains(src, want) {
-			t.Errorf("embedded PTX lacks %q", want)
+	var gemv, wg []string
+	for _, ty := range []string{"bf16", "f16"} {
+		for _, tiles := range []int{1, 2, 4, 8} {
+			for _, sc := range []int{2, 4} {
+				gemv = append(gemv, fmt.Sprintf(".entry gemv_%s_t%d_s%d(", ty, tiles, sc))
+				wg = append(wg, fmt.Sprintf(".entry gemv_wg_%s_t%d_s%d(", ty, tiles, sc))
+			}
 		}
 	}
-	maj, min, ok := ptxVersion(img)
-	if !ok {
-		t.Fatal("embedded PTX has no .version line")
-	}
-	if _, ok := ptxDriverNeeds(maj, min); !ok {
-		t.Errorf("PTX ISA %d.%d has no known minimum driver; update ptxDriverNeeds", maj, min)
+	for _, c := range []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"sfsurgery.ptx", ptxSource, append([]string{".target sm_80", ".entry spmm_bf16(", ".entry spmm_f16(",
+			".entry dense_bf16(", ".entry dense_f16(", ".entry decode_ampere16(",
+			"mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32",
+			"mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32", "cp.async.cg.shared.global"}, gemv...)},
+		{"sfsurgery_sm90a.ptx", ptxSM90aSource, append([]string{".target sm_90a",
+			"wgmma.mma_async.sp.sync.aligned.m64n8k32.f32.bf16.bf16", "wgmma.mma_async.sp.sync.aligned.m64n64k32.f32.f16.f16",
+			"cp.async.mbarrier.arrive.noinc.shared::cta.b64", "fence.proxy.async.shared::cta"}, wg...)},
+	} {
+		img := ptxImage(c.src)
+		if len(img) < 2 || img[len(img)-1] != 0 {
+			t.Errorf("%s: image is not NUL-terminated", c.name)
+			continue
+		}
+		if i := strings.IndexByte(string(img), 0); i != len(img)-1 {
+			t.Errorf("%s: a NUL at %d of %d", c.name, i, len(img))
+		}
+		for _, want := range c.want {
+			if !strings.Contains(c.src, want) {
+				t.Errorf("%s lacks %q", c.name, want)
+			}
+		}
+		maj, min, ok := ptxVersion(img)
+		if !ok {
+			t.Errorf("%s has no .version line", c.name)
+			continue
+		}
+		if _, ok := ptxDriverNeeds(maj, min); !ok {
+			t.Errorf("%s: PTX ISA %d.%d has no known minimum driver; update ptxDriverNeeds", c.name, maj, min)
+		}
 	}
 }
 

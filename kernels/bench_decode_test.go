@@ -120,8 +120,9 @@ func benchBusy(b *testing.B, d *Device) [2]*Buffer {
 }
 
 // BenchmarkGPUDecode times SparseMatmul's choice (auto: the decode kernel's
-// default plan), the decode kernel's best plan that stages each slice's
-// activations whole, the general sparse kernel and DenseMatmul on the
+// default plan), on an sm_90a device the default plan without the
+// warpgroup form (mma), the decode kernel's best plan that stages each
+// slice's activations whole, the general sparse kernel and DenseMatmul on the
 // Llama-3 projections at decode token counts, in BF16 (and F16 for 8B
 // gate_up), rotating weight copies so that L2 holds none of them, and
 // beside them a device-to-device copy that moves the same bytes as the
@@ -158,6 +159,13 @@ func BenchmarkGPUDecode(b *testing.B) {
 				{"auto", sparseChoice{}},
 				{"decode-whole", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{window: -1}}},
 				{"general", sparseChoice{kernel: sparseGeneral}},
+			}
+			if d.fn.gemvLim.wg {
+				// planGemv's choice without the warpgroup form, beside auto.
+				variants = append(variants, struct {
+					name string
+					c    sparseChoice
+				}{"mma", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: -1}}})
 			}
 			for _, v := range variants {
 				b.Run(fmt.Sprintf("%s/m=%d/%s", name, m, v.name), func(b *testing.B) {

@@ -27,6 +27,7 @@ type Device struct {
 	ctx     uintptr // primary context, retained
 	stream  uintptr
 	mod     uintptr
+	mod90a  uintptr // the warpgroup form's module (sm_90a), or 0
 	fn      functions
 	info    Info
 	lt      *cublasLt // nil when cuBLASLt could not be loaded
@@ -39,6 +40,7 @@ type Device struct {
 type openConfig struct {
 	driverLib string // the CUDA driver library
 	ptx       []byte // NUL-terminated PTX image
+	ptx90a    []byte // NUL-terminated PTX of the warpgroup form (sm_90a); empty: none
 	cublasLt  string // SFSURGERY_CUBLASLT, or empty
 	noLt      bool   // skip cuBLASLt: DenseMatmul uses the own kernel
 }
@@ -135,7 +137,7 @@ func (d *Device) start(cfg openConfig) error {
 		return err
 	}
 	return d.run(func() error {
-		if err := d.loadModule(cfg.ptx); err != nil {
+		if err := d.loadModule(cfg.ptx, cfg.ptx90a); err != nil {
 			return err
 		}
 		if err := drv.check("cuStreamCreate", drv.cuStreamCreate(&d.stream, 0)); err != nil {
@@ -197,6 +199,23 @@ func (d *Device) DenseBackend() string {
 	return d.backend
 }
 
+// SparseBackend says what [Device.SparseMatmul] runs: the package's mma.sp
+// kernels (the tiled one above 64 tokens, the decode kernel at 64 or
+// fewer) and whether the decode kernel's warpgroup form (wgmma.sp, for
+// sm_90a: H100, H200) is loaded, or why not.
+func (d *Device) SparseBackend() string {
+	if d == nil {
+		return ""
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const kernels = "mma.sp kernels (tiled above 64 tokens, decode-size at 64 or fewer)"
+	if d.fn.gemvLim.wg {
+		return kernels + " and the decode kernel's wgmma.sp warpgroup form (sm_90a)"
+	}
+	return kernels + "; no warpgroup form: " + d.fn.wgNote
+}
+
 // Synchronize waits for all work queued on the device and returns the first
 // error a kernel raised.
 func (d *Device) Synchronize() error {
@@ -238,9 +257,11 @@ func (d *Device) Close() error {
 		errs = append(errs, drv.check("cuStreamDestroy_v2", drv.cuStreamDestroy(d.stream)))
 		d.stream = 0
 	}
-	if d.mod != 0 {
-		errs = append(errs, drv.check("cuModuleUnload", drv.cuModuleUnld(d.mod)))
-		d.mod = 0
+	for _, mod := range []*uintptr{&d.mod, &d.mod90a} {
+		if *mod != 0 {
+			errs = append(errs, drv.check("cuModuleUnload", drv.cuModuleUnld(*mod)))
+			*mod = 0
+		}
 	}
 	errs = append(errs, drv.check("cuDevicePrimaryCtxRelease", drv.cuDevicePrimaryCtxRelease(d.dev)))
 	d.ctx = 0

@@ -47,24 +47,40 @@ const (
 
 // gemvLimits are the device properties planGemv works with.
 type gemvLimits struct {
-	sms   int // streaming multiprocessors
-	smem  int // dynamic shared memory one CTA may use (the opt-in maximum)
-	perSM int // shared memory of an SM
+	sms   int  // streaming multiprocessors
+	smem  int  // dynamic shared memory one CTA may use (the opt-in maximum)
+	perSM int  // shared memory of an SM
+	wg    bool // the warpgroup form (sm_90a PTX) is loaded
 }
 
-// loadGemv looks up the decode kernels, reads the shared-memory limits and
-// lets each kernel use the opt-in maximum. It runs with the context current
-// and the mutex held.
-func (d *Device) loadGemv() error {
-	drv := d.drv
-	for dt, prefix := range []string{"gemv_bf16", "gemv_f16"} {
-		for i := range d.fn.gemv[dt] {
-			for j := range d.fn.gemv[dt][i] {
-				name := fmt.Sprintf("%s_t%d_s%d", prefix, 1<<i, 2<<j)
-				if err := drv.check("cuModuleGetFunction("+name+")", drv.cuModuleGetFn(&d.fn.gemv[dt][i][j], d.mod, name)); err != nil {
+// lookupGemv finds the decode kernels named prefix_{bf16,f16}_t{1,2,4,8}_s{2,4}
+// in module mod.
+func (d *Device) lookupGemv(fns *[2][4][gemvStageSizes]uintptr, mod uintptr, prefix string) error {
+	for dt, ty := range []string{"bf16", "f16"} {
+		for i := range fns[dt] {
+			for j := range fns[dt][i] {
+				name := fmt.Sprintf("%s_%s_t%d_s%d", prefix, ty, 1<<i, 2<<j)
+				if err := d.drv.check("cuModuleGetFunction("+name+")", d.drv.cuModuleGetFn(&fns[dt][i][j], mod, name)); err != nil {
 					return err
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// loadGemv looks up the decode kernels (and, when its module is loaded,
+// their warpgroup form), reads the shared-memory limits and lets each
+// kernel use the opt-in maximum. It runs with the context current and the
+// mutex held.
+func (d *Device) loadGemv() error {
+	drv := d.drv
+	if err := d.lookupGemv(&d.fn.gemv, d.mod, "gemv"); err != nil {
+		return err
+	}
+	if d.mod90a != 0 {
+		if err := d.lookupGemv(&d.fn.gemvWG, d.mod90a, "gemv_wg"); err != nil {
+			return err
 		}
 	}
 	var perSM, optin int32
@@ -74,12 +90,17 @@ func (d *Device) loadGemv() error {
 	if err := drv.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(&optin, attrMaxSmemOptin, d.dev)); err != nil {
 		return fmt.Errorf("reading the opt-in shared memory per block: %w", err)
 	}
-	d.fn.gemvLim = gemvLimits{sms: d.info.SMs, smem: int(optin), perSM: int(perSM)}
-	for dt := range d.fn.gemv {
-		for i := range d.fn.gemv[dt] {
-			for _, f := range d.fn.gemv[dt][i] {
-				if err := drv.check("cuFuncSetAttribute", drv.cuFuncSetAttr(f, funcAttrMaxDynSmem, optin)); err != nil {
-					return fmt.Errorf("allowing %d bytes of shared memory to the decode kernel: %w", optin, err)
+	d.fn.gemvLim = gemvLimits{sms: d.info.SMs, smem: int(optin), perSM: int(perSM), wg: d.mod90a != 0}
+	for _, fns := range []*[2][4][gemvStageSizes]uintptr{&d.fn.gemv, &d.fn.gemvWG} {
+		for dt := range fns {
+			for i := range fns[dt] {
+				for _, f := range fns[dt][i] {
+					if f == 0 {
+						continue // the warpgroup form is not loaded
+					}
+					if err := drv.check("cuFuncSetAttribute", drv.cuFuncSetAttr(f, funcAttrMaxDynSmem, optin)); err != nil {
+						return fmt.Errorf("allowing %d bytes of shared memory to the decode kernel: %w", optin, err)
+					}
 				}
 			}
 		}
@@ -212,7 +233,12 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 	if dt == F16 {
 		di = 1
 	}
-	fn := d.fn.gemv[di][bits.TrailingZeros(uint(p.tiles))][bits.TrailingZeros(uint(p.sc))-1]
-	return d.launchShared("gemv", fn, p.grid(n), dim3{uint32(32 * p.warps), 1, 1}, p.smem,
+	ti, si := bits.TrailingZeros(uint(p.tiles)), bits.TrailingZeros(uint(p.sc))-1
+	block := dim3{uint32(p.threads()), 1, 1}
+	if p.wg {
+		return d.launchShared("gemv_wg", d.fn.gemvWG[di][ti][si], p.grid(n), block, p.smem,
+			y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw))
+	}
+	return d.launchShared("gemv", d.fn.gemv[di][ti][si], p.grid(n), block, p.smem,
 		y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(p.kw))
 }

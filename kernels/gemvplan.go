@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -36,6 +37,11 @@ type gemvModel struct {
 	// (kw > 1): the barrier of the block's warps and the sum of their
 	// accumulators in shared memory.
 	groupCost int
+	// wgPercent is the warpgroup form's time (cuda/gemv_wg.cuh) against
+	// the mma.sp kernel's on the same plan, by token tiles (1, 2, 4, 8):
+	// not fitted, but the ratios the probe measured on an H100
+	// (kernels/notes.md, variant 11).
+	wgPercent [4]int
 }
 
 // defaultGemvModel returns the model planGemv uses. Its constants were
@@ -70,6 +76,7 @@ func defaultGemvModel() gemvModel {
 		tailWork:      10,
 		tailBatch:     8,
 		groupCost:     4,
+		wgPercent:     [4]int{96, 92, 91, 100},
 	}
 }
 
@@ -87,9 +94,23 @@ func defaultGemvModel() gemvModel {
 // stages; with several slices plus sliceCost per slice, the tail and the
 // SM's share of the partial sums' bytes (written once, read once).
 func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw int) int {
+	return md.costSmem(m, n, k, lim, sc, w, kw, cps, xw, gemvSmem(m, sc, w, cps, xw))
+}
+
+// rate returns the model's time for plan p: cost, and for the warpgroup
+// form cost with its own shared memory (occupancy), scaled by wgPercent.
+func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
+	if !p.wg {
+		return md.cost(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw)
+	}
+	c := md.costSmem(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw, p.smem)
+	return ceilDiv(c*md.wgPercent[bits.TrailingZeros(uint(p.tiles))], 100)
+}
+
+// costSmem is cost for a CTA of smem bytes of shared memory.
+func (md gemvModel) costSmem(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw, smem int) int {
 	tiles := gemvTiles(m)
 	s := ceilDiv(k/gemvChunk, cps)
-	smem := gemvSmem(m, sc, w, cps, xw)
 	blocks := w / kw // row blocks per CTA
 	ctas := ceilDiv(n/32, blocks) * s
 	occ := max(1, lim.perSM/(smem+1024))
@@ -129,6 +150,9 @@ type gemvOptions struct {
 	// window stages a slice's activations in windows of gemvWindow(sc, kw)
 	// chunks (1) or whole (-1).
 	window int
+	// wg forces the warpgroup form (1; sm_90a devices only) or the mma.sp
+	// kernel (-1).
+	wg int
 }
 
 // gemvPlan is one launch of the decode kernel.
@@ -141,6 +165,9 @@ type gemvPlan struct {
 	cps    int // 64-column chunks per slice, ceil(k/64 / splits) (the last may hold fewer)
 	xw     int // chunks per window of activations, or 0: the slice's staged whole
 	smem   int // dynamic shared memory in bytes
+	// wg: the warpgroup form (cuda/gemv_wg.cuh: 4 consumer warps of one
+	// row block each and a producer warp; sm_90a), else the mma.sp kernel.
+	wg bool
 	// work is the Device's split-K workspace, the same for all its plans;
 	// nil until gemvPlanFor caches the plan.
 	work *gemvWork
@@ -149,6 +176,15 @@ type gemvPlan struct {
 // grid returns the launch grid of p for n weight rows.
 func (p gemvPlan) grid(n int) dim3 {
 	return dim3{uint32(ceilDiv(n/32, p.warps/p.kw)), uint32(p.splits), 1}
+}
+
+// threads returns the CTA size of p: its warps, and the warpgroup form's
+// producer warp.
+func (p gemvPlan) threads() int {
+	if p.wg {
+		return 32 * (p.warps + 1)
+	}
+	return 32 * p.warps
 }
 
 // gemvStageBytes and gemvDepth mirror Stage<SC> in cuda/gemv.cuh: the bytes
@@ -177,6 +213,32 @@ func gemvSmem(m, sc, warps, cps, xw int) int {
 		return ring + 2*4*(m+1)*(xw*gemvChunkWords+gemvPadWords)
 	}
 	return ring + 4*(m+1)*(cps*gemvChunkWords+gemvPadWords)
+}
+
+// gemvWgWarps is the warpgroup form's consumer warps (kWgWarps in
+// cuda/gemv_wg.cuh), one row block each.
+const gemvWgWarps = 4
+
+// gemvSmemWG returns the dynamic shared memory of a CTA of the warpgroup
+// form (the entry points in cuda/sfsurgery_sm90a.cu): the consumers'
+// rings, 1024 bytes to align the activations, their buffer (the slice's
+// cps chunks rounded up to whole stages) or two of xw chunks, each chunk
+// 128 bytes for each of the 8·tiles tokens, then 2·ST mbarriers.
+func gemvSmemWG(tiles, sc, cps, xw int) int {
+	ring := gemvWgWarps * gemvDepth(sc) * gemvStageBytes(sc)
+	bufs, xcap := 1, ceilDiv(cps, sc)*sc
+	if xw > 0 {
+		bufs, xcap = 2, xw
+	}
+	return ring + 1024 + bufs*xcap*8*tiles*128 + 2*gemvDepth(sc)*8
+}
+
+// sharedBytes returns the dynamic shared memory of p for m tokens.
+func (p gemvPlan) sharedBytes(m int) int {
+	if p.wg {
+		return gemvSmemWG(p.tiles, p.sc, p.cps, p.xw)
+	}
+	return gemvSmem(m, p.sc, p.warps, p.cps, p.xw)
 }
 
 // gemvTiles returns the 8-token tiles of the kernel for m tokens: the
@@ -250,8 +312,10 @@ func (a rated) before(b rated) bool {
 		return p.kw < q.kw
 	case p.sc != q.sc:
 		return p.sc < q.sc
+	case p.xw != q.xw:
+		return p.xw < q.xw
 	}
-	return p.xw < q.xw
+	return !p.wg && q.wg
 }
 
 // candidates returns the count plans of least cost under md, in
@@ -260,10 +324,17 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	if m < 1 || m > gemvMaxTokens || n < 32 || n%32 != 0 || k < gemvChunk || k%gemvChunk != 0 {
 		return nil, fmt.Errorf("%w: m = %d, n = %d, k = %d", errGemvPlan, m, n, k)
 	}
-	if o.warps < 0 || o.warps > gemvMaxWarps || o.splits < 0 || o.window < -1 || o.window > 1 ||
+	if o.warps < 0 || o.warps > gemvMaxWarps || o.splits < 0 || o.window < -1 || o.window > 1 || o.wg < -1 || o.wg > 1 ||
 		o.kw != 0 && (o.kw&(o.kw-1) != 0 || o.kw < 0 || o.kw > gemvMaxWarps || o.warps != 0 && o.warps%o.kw != 0) {
-		return nil, fmt.Errorf("%w: %d warps, %d per row block, %d splits, window %d", errGemvPlan,
-			o.warps, o.kw, o.splits, o.window)
+		return nil, fmt.Errorf("%w: %d warps, %d per row block, %d splits, window %d, warpgroup %d", errGemvPlan,
+			o.warps, o.kw, o.splits, o.window, o.wg)
+	}
+	if o.wg == 1 && !lim.wg {
+		return nil, fmt.Errorf("%w: the warpgroup form needs an sm_90a device (H100, H200) and its PTX", errGemvPlan)
+	}
+	if o.wg == 1 && (o.warps != 0 && o.warps != gemvWgWarps || o.kw > 1) {
+		return nil, fmt.Errorf("%w: the warpgroup form has %d warps of one row block each, not %d of %d",
+			errGemvPlan, gemvWgWarps, o.warps, o.kw)
 	}
 	if lim.sms < 1 || lim.smem < 1 || lim.perSM < lim.smem {
 		return nil, fmt.Errorf("%w: device limits %+v", errGemvPlan, lim)
@@ -286,7 +357,12 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 				if w%kw != 0 || o.kw != 0 && kw != o.kw {
 					continue
 				}
-				all = md.plansCTA(all, m, n, k, lim, o, sc, w, kw)
+				if o.wg != 1 {
+					all = md.plansCTA(all, m, n, k, lim, o, sc, w, kw, false)
+				}
+				if o.wg != -1 && lim.wg && w == gemvWgWarps && kw == 1 {
+					all = md.plansCTA(all, m, n, k, lim, o, sc, w, kw, true)
+				}
 			}
 		}
 	}
@@ -303,10 +379,40 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 		}
 		return 0
 	})
-	out := make([]gemvPlan, 0, min(count, len(all)))
-	for _, r := range all[:min(count, len(all))] {
-		out = append(out, r.p)
+	// Where both forms are weighed, at most half the list (rounded up) is
+	// of either, unless the other runs short: a list an engine times on
+	// its GPU should hold the best plans of both, whatever the model's
+	// guess of the warpgroup form's worth (wgPercent) is there.
+	per := count
+	if lim.wg && o.wg == 0 {
+		per = count - count/2
 	}
+	out := make([]gemvPlan, 0, min(count, len(all)))
+	taken := map[bool]int{}
+	for pass := 0; pass < 2 && len(out) < count; pass++ {
+		for _, r := range all {
+			if len(out) == count {
+				break
+			}
+			if pass == 0 && taken[r.p.wg] < per {
+				taken[r.p.wg]++
+				out = append(out, r.p)
+			} else if pass == 1 && !slices.Contains(out, r.p) {
+				out = append(out, r.p)
+			}
+		}
+	}
+	// The second pass appended past the first's order: sort again.
+	slices.SortStableFunc(out, func(a, b gemvPlan) int {
+		ra, rb := rated{a, md.rate(m, n, k, lim, a)}, rated{b, md.rate(m, n, k, lim, b)}
+		if ra.before(rb) {
+			return -1
+		}
+		if rb.before(ra) {
+			return 1
+		}
+		return 0
+	})
 	return out, nil
 }
 
@@ -323,9 +429,10 @@ func gemvSweptSlices(s int) bool {
 }
 
 // plansCTA appends to all every plan candidates weighs for CTAs of w
-// warps, kw per row block, and stages of sc chunks: each slice length, the
-// activations staged whole where they fit and in windows, with its cost.
-func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOptions, sc, w, kw int) []rated {
+// warps, kw per row block, and stages of sc chunks, in the warpgroup form
+// (wg; w = 4, kw = 1) or not: each slice length, the activations staged
+// whole where they fit and in windows, with its cost.
+func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOptions, sc, w, kw int, wg bool) []rated {
 	tiles := gemvTiles(m)
 	chunks := k / gemvChunk
 	for _, windowed := range []bool{false, true} {
@@ -333,12 +440,18 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 			continue
 		}
 		xw, maxCPS := 0, 0
-		if windowed {
+		switch {
+		case windowed:
 			xw = gemvWindow(sc, kw)
-			if gemvSmem(m, sc, w, 0, xw) <= lim.smem {
+			if wg && gemvSmemWG(tiles, sc, 0, xw) <= lim.smem || !wg && gemvSmem(m, sc, w, 0, xw) <= lim.smem {
 				maxCPS = chunks
 			}
-		} else {
+		case wg:
+			// The buffer holds whole stages: cps ≤ the chunks that fit,
+			// rounded down to a multiple of sc.
+			fit := (lim.smem - gemvSmemWG(tiles, sc, 0, 0)) / (8 * tiles * 128)
+			maxCPS = min(fit/sc*sc, chunks)
+		default:
 			ring := w * gemvDepth(sc) * gemvStageBytes(sc)
 			maxCPS = min(((lim.smem-ring)/(4*(m+1))-gemvPadWords)/gemvChunkWords, chunks)
 		}
@@ -365,11 +478,9 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 			if windowed {
 				pxw = xw
 			}
-			all = append(all, rated{
-				p: gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw,
-					smem: gemvSmem(m, sc, w, cps, pxw)},
-				cost: md.cost(m, n, k, lim, sc, w, kw, cps, pxw),
-			})
+			p := gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw, wg: wg}
+			p.smem = p.sharedBytes(m)
+			all = append(all, rated{p: p, cost: md.rate(m, n, k, lim, p)})
 		}
 	}
 	return all
@@ -380,5 +491,9 @@ const gemvMaxCandidates = 8
 
 // String describes p as SparseCandidates lists it.
 func (p gemvPlan) String() string {
-	return fmt.Sprintf("decode sc%d w%d kw%d s%d xw%d", p.sc, p.warps, p.kw, p.splits, p.xw)
+	s := fmt.Sprintf("decode sc%d w%d kw%d s%d xw%d", p.sc, p.warps, p.kw, p.splits, p.xw)
+	if p.wg {
+		s += " wg"
+	}
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -17,6 +18,8 @@ func TestPlanGemv(t *testing.T) {
 
 	a100Limits := gemvLimits{sms: 108, smem: 166912, perSM: 167936}
 	sm86Limits := gemvLimits{sms: 46, smem: 101376, perSM: 102400}
+	h100WG := h100Limits
+	h100WG.wg = true
 	for _, c := range []struct {
 		m, n, k int
 		lim     gemvLimits
@@ -42,6 +45,14 @@ func TestPlanGemv(t *testing.T) {
 		{1, 64, 4096, h100Limits, gemvOptions{sc: 2, warps: 8, kw: 8, window: 1}},
 		{48, 1024, 4096, h100Limits, gemvOptions{warps: 6, kw: 2}},
 		{16, 4096, 14336, sm86Limits, gemvOptions{kw: 2, window: 1}},
+		{1, 4096, 4096, h100WG, gemvOptions{}},
+		{16, 14336, 4096, h100WG, gemvOptions{wg: 1}},
+		{64, 14336, 4096, h100WG, gemvOptions{wg: 1}},
+		{64, 1024, 4096, h100WG, gemvOptions{wg: 1, warps: 4}},
+		{33, 288, 320, h100WG, gemvOptions{wg: 1, sc: 4, splits: 1}}, // 5 chunks, a buffer of 8
+		{5, 96, 64 * 40, h100WG, gemvOptions{wg: 1, window: 1, kw: 1}},
+		{8, 14336, 4096, h100WG, gemvOptions{wg: -1}},
+		{64, 8192, 28672, h100WG, gemvOptions{}},
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
 		if err != nil {
@@ -70,8 +81,12 @@ func TestPlanGemv(t *testing.T) {
 				t.Errorf("%+v: %d slices of %d chunks for %d chunks", c, p.splits, p.cps, chunks)
 			case p.splits > maxGridY || c.o.splits != 0 && p.splits > c.o.splits:
 				t.Errorf("%+v: %d slices", c, p.splits)
-			case p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw) || p.smem > c.lim.smem:
+			case p.smem != p.sharedBytes(c.m) || p.smem > c.lim.smem,
+				p.wg && p.smem != gemvSmemWG(p.tiles, p.sc, p.cps, p.xw), !p.wg && p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw):
 				t.Errorf("%+v: %d bytes of shared memory", c, p.smem)
+			case p.wg && (!c.lim.wg || c.o.wg == -1 || p.warps != gemvWgWarps || p.kw != 1 || p.threads() != 160),
+				!p.wg && (c.o.wg == 1 || p.threads() != 32*p.warps):
+				t.Errorf("%+v: warpgroup form %v with %d warps of %d per row block, %d threads", c, p.wg, p.warps, p.kw, p.threads())
 			case p.xw != 0 && (p.xw%(p.kw*p.sc) != 0 || p.xw < (gemvDepth(p.sc)-1)*p.kw*p.sc || p.xw >= p.cps),
 				c.o.window == 1 && p.xw == 0, c.o.window == -1 && p.xw != 0:
 				t.Errorf("%+v: windows of %d chunks, %d per slice", c, p.xw, p.cps)
@@ -136,6 +151,12 @@ func TestPlanGemv(t *testing.T) {
 		{64, 32, 64, gemvLimits{sms: 1, smem: 20000, perSM: 20000}, gemvOptions{}},                     // not one stage
 		{64, 32, 4096, h100Limits, gemvOptions{splits: 1, window: -1}},                                 // 64 chunks of 64 tokens, whole
 		{1, 32, 64 << 17, gemvLimits{sms: 1, smem: 28000, perSM: 28000}, gemvOptions{sc: 4, warps: 1}}, // > maxGridY slices
+		{1, 32, 64, h100Limits, gemvOptions{wg: 1}},                                                    // no sm_90a kernels
+		{1, 32, 64, h100WG, gemvOptions{wg: 2}},
+		{1, 32, 64, h100WG, gemvOptions{wg: -2}},
+		{1, 32, 64, h100WG, gemvOptions{wg: 1, warps: 8}},
+		{1, 32, 64, h100WG, gemvOptions{wg: 1, kw: 2}},
+		{64, 32, 64, gemvLimits{sms: 1, smem: 80000, perSM: 80000, wg: true}, gemvOptions{wg: 1}}, // rings of 72 KB + 8 KB
 	} {
 		if p, err := planGemv(c.m, c.n, c.k, c.lim, c.o); !errors.Is(err, errGemvPlan) {
 			t.Errorf("%+v: plan %+v, error %v", c, p, err)
@@ -214,8 +235,13 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 // stages and two slices, 3-warp CTAs with 4-chunk stages and one slice,
 // and (up to m = 32, whose windows fit beside the rings) 4-warp CTAs of
 // two row blocks of two warps with one slice, each with a last window
-// shorter than the others.
-func gemvChoices(m, k int) []sparseChoice {
+// shorter than the others. On a device with the warpgroup form (lim.wg)
+// it adds that form: planGemv's choice, 2-chunk stages over two slices, a
+// slice per chunk (three of each four chunks of the buffer past it), one
+// slice staged whole (k = 5 chunks: a buffer rounded up to 8) and, where a
+// slice holds more than one window, windows over one and two slices; those
+// that fit in lim's shared memory.
+func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	c := []sparseChoice{
 		{kernel: sparseGemv, gemv: gemvOptions{}},
 		{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 3, splits: 2}},
@@ -230,6 +256,19 @@ func gemvChoices(m, k int) []sparseChoice {
 	}
 	if k/gemvChunk >= 2*gemvWindow(2, 2)+1 && m <= 32 {
 		c = append(c, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2, warps: 4, kw: 2, splits: 1, window: 1}})
+	}
+	if !lim.wg {
+		return c
+	}
+	wg := []gemvOptions{{wg: 1}, {wg: 1, sc: 2, splits: 2}, {wg: 1, sc: 4, splits: k / gemvChunk},
+		{wg: 1, sc: 4, splits: 1, window: -1}}
+	if k/gemvChunk >= 2*gemvWindow(4, 1)+1 {
+		wg = append(wg, gemvOptions{wg: 1, sc: 4, splits: 1, window: 1}, gemvOptions{wg: 1, sc: 2, splits: 2, window: 1})
+	}
+	for _, o := range wg {
+		if _, err := planGemv(m, 32, k, lim, o); err == nil {
+			c = append(c, sparseChoice{kernel: sparseGemv, gemv: o})
+		}
 	}
 	return c
 }
@@ -255,7 +294,7 @@ func TestGPUDecodeSmall(t *testing.T) {
 			}
 			for _, m := range []int{1, 2, 5, 8, 9, 16, 17, 33, 64} {
 				ref := refColumns(dt, xs, w.dense, m, s.k, cols)
-				for _, c := range gemvChoices(m, s.k) {
+				for _, c := range gemvChoices(m, s.k, d.fn.gemvLim) {
 					got := runSparse(t, d, dt, w, x, m, c)
 					checkClose(t, fmt.Sprintf("%v n%d k%d m%d %+v", dt, s.n, s.k, m, c), s.k, got, ref)
 				}
@@ -300,6 +339,13 @@ func TestGPUDecodeDeterministic(t *testing.T) {
 		{large, 17, decode(gemvOptions{sc: 2, warps: 8, kw: 4, splits: 2})},
 		{small, 7, decode(gemvOptions{sc: 2, warps: 3, splits: 5})},
 		{small, 33, decode(gemvOptions{sc: 4, warps: 1, splits: k / gemvChunk})},
+	}
+	if d.fn.gemvLim.wg {
+		runs = append(runs,
+			run{large, 64, decode(gemvOptions{wg: 1, splits: 2})},
+			run{small, 9, decode(gemvOptions{wg: 1, sc: 2, splits: 5})},
+			run{small, 1, decode(gemvOptions{splits: 2})},
+			run{large, 17, decode(gemvOptions{wg: 1, sc: 4, splits: 3})})
 	}
 	first := map[string][]float32{}
 	for rep := range 3 {
@@ -353,7 +399,7 @@ func TestGPUDecodeDegenerate(t *testing.T) {
 			w.packed, w.meta = packAmpere(dense, n, k)
 			w.dDense, w.dPack, w.dMeta = upload16(t, d, w.dense), upload16(t, d, w.packed), upload16(t, d, w.meta)
 			ref := refColumns(dt, xs, dense, m, k, []int{0, 1, 16, 31, 63, n - 1})
-			for _, c := range gemvChoices(m, k) {
+			for _, c := range gemvChoices(m, k, d.fn.gemvLim) {
 				got := runSparse(t, d, dt, w, x, m, c)
 				if pos < 0 {
 					for i, v := range got {
@@ -411,8 +457,13 @@ func TestGPUDecodeCorruptMeta(t *testing.T) {
 			bad := append([]uint16(nil), w.meta...)
 			bad[idx] = bad[idx]&^(0xf<<shift) | nib<<shift
 			good := w.dMeta
-			for _, c := range []sparseChoice{{kernel: sparseGemv, gemv: gemvOptions{splits: 1}},
-				{kernel: sparseGemv, gemv: gemvOptions{sc: 2, splits: 2}}} {
+			choices := []sparseChoice{{kernel: sparseGemv, gemv: gemvOptions{splits: 1, wg: -1}},
+				{kernel: sparseGemv, gemv: gemvOptions{sc: 2, splits: 2, wg: -1}}}
+			if d.fn.gemvLim.wg {
+				choices = append(choices, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{splits: 1, wg: 1}},
+					sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2, splits: 2, wg: 1}})
+			}
+			for _, c := range choices {
 				w.dMeta = good
 				want := runSparse(t, d, dt, w, x, m, c)
 				w.dMeta = upload16(t, d, bad)
@@ -497,6 +548,63 @@ func TestGPUDecodeModels(t *testing.T) {
 					t.Logf("m=%-2d decode vs dense: rel %.2e max %.2e", m, rel, maxAbs)
 				}
 			})
+		}
+	}
+}
+
+// TestGPUDecodeWarpgroup checks the decode kernel's warpgroup form on an
+// H100 or H200 (it fails there when the sm_90a module did not load, and
+// skips elsewhere): on the Llama-3 shapes, BF16 and F16, at decode token
+// counts, planGemv's warpgroup plan bit for bit against the mma.sp kernel
+// on the same plan (the same products in the same order) and against
+// DenseMatmul. -short keeps the 8B shapes and four counts.
+func TestGPUDecodeWarpgroup(t *testing.T) {
+	d := openGPU(t)
+	if info := d.Info(); info.Major != 9 || info.Minor != 0 {
+		t.Skipf("sm_%d%d: the warpgroup form is for sm_90a", info.Major, info.Minor)
+	}
+	if !d.fn.gemvLim.wg {
+		t.Fatalf("the warpgroup form is not loaded: %s", d.fn.wgNote)
+	}
+	if b := d.SparseBackend(); !strings.Contains(b, "wgmma.sp warpgroup form") {
+		t.Errorf("SparseBackend() = %q: the warpgroup form is not named", b)
+	}
+	rng := testRand(t)
+	ms := []int{1, 3, 8, 13, 16, 32, 47, 64}
+	if testing.Short() {
+		ms = []int{1, 13, 32, 64}
+	}
+	for _, dt := range []DType{BF16, F16} {
+		for _, s := range llama3Shapes() {
+			if testing.Short() && s.model != "llama3-8b" {
+				continue
+			}
+			w := newWeight(t, d, rng, dt, s.n, s.k)
+			x := upload16(t, d, randDense(rng, dt, gemvMaxTokens*s.k))
+			for _, m := range ms {
+				name := fmt.Sprintf("%v %s %s m=%d", dt, s.model, s.proj, m)
+				p, err := planGemv(m, s.n, s.k, d.fn.gemvLim, gemvOptions{wg: 1})
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				same := gemvOptions{sc: p.sc, warps: p.warps, kw: p.kw, splits: p.splits, window: -1, wg: -1}
+				if p.xw > 0 {
+					same.window = 1
+				}
+				wg := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: 1}})
+				plain := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv, gemv: same})
+				if i := bitDiff(wg, plain); i >= 0 {
+					t.Errorf("%s, %v: y[%d] = %v, the mma.sp kernel's %v", name, p, i, wg[i], plain[i])
+				}
+				yd := poisoned(t, d, m*s.n)
+				if err := d.DenseMatmul(yd, x, w.dDense, dt, m, s.n, s.k); err != nil {
+					t.Fatal(err)
+				}
+				checkClose(t, name+" "+p.String()+" vs DenseMatmul", s.k, wg, downloadF32(t, yd, m*s.n))
+				freeAll(t, yd)
+			}
+			w.free(t)
+			freeAll(t, x)
 		}
 	}
 }

@@ -13,17 +13,23 @@ import (
 )
 
 // openGPU opens device 0 or skips the test when the machine has no usable
-// GPU. SFSURGERY_TEST_PTX may name a PTX file to load instead of the
-// embedded one (to test a fresh nvcc build before committing it).
+// GPU. SFSURGERY_TEST_PTX and SFSURGERY_TEST_PTX_SM90A may name PTX files
+// to load instead of the embedded ones (to test a fresh nvcc build before
+// committing it).
 func openGPU(t testing.TB) *Device {
 	t.Helper()
 	cfg := defaultConfig()
-	if p := os.Getenv("SFSURGERY_TEST_PTX"); p != "" {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
+	for _, o := range []struct {
+		env string
+		dst *[]byte
+	}{{"SFSURGERY_TEST_PTX", &cfg.ptx}, {"SFSURGERY_TEST_PTX_SM90A", &cfg.ptx90a}} {
+		if p := os.Getenv(o.env); p != "" {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*o.dst = append(b, 0)
 		}
-		cfg.ptx = append(b, 0)
 	}
 	d, err := open(0, cfg)
 	if errors.Is(err, ErrUnavailable) {

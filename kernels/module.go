@@ -15,10 +15,16 @@ import (
 //go:embed ptx/sfsurgery.ptx
 var ptxSource string
 
-// ptxImage returns the embedded PTX as the driver wants it: NUL-terminated.
-func ptxImage() []byte {
-	img := make([]byte, len(ptxSource)+1)
-	copy(img, ptxSource)
+// ptxSM90aSource is the PTX of cuda/sfsurgery_sm90a.cu (the decode
+// kernel's warpgroup form), for devices of compute capability 9.0 only.
+//
+//go:embed ptx/sfsurgery_sm90a.ptx
+var ptxSM90aSource string
+
+// ptxImage returns PTX text as the driver wants it: NUL-terminated.
+func ptxImage(src string) []byte {
+	img := make([]byte, len(src)+1)
+	copy(img, src)
 	return img
 }
 
@@ -26,7 +32,8 @@ func ptxImage() []byte {
 func defaultConfig() openConfig {
 	return openConfig{
 		driverLib: driverLibrary,
-		ptx:       ptxImage(),
+		ptx:       ptxImage(ptxSource),
+		ptx90a:    ptxImage(ptxSM90aSource),
 		cublasLt:  os.Getenv("SFSURGERY_CUBLASLT"),
 	}
 }
@@ -43,6 +50,10 @@ type functions struct {
 	gemv      [2][4][gemvStageSizes]uintptr
 	gemvLim   gemvLimits
 	gemvPlans map[gemvKey]gemvPlan
+	// gemvWG is gemv's warpgroup form (cuda/gemv_wg.cuh), all zero unless
+	// the sm_90a module is loaded; wgNote says why it is not.
+	gemvWG [2][4][gemvStageSizes]uintptr
+	wgNote string
 }
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\s*\.version\s+(\d+)\.(\d+)\s*$`)
@@ -76,36 +87,14 @@ const (
 	jitErrorLogBufferSize = 6
 )
 
-// loadModule JIT-compiles the PTX and looks up the kernels. It runs with the
-// context current and the mutex held.
-func (d *Device) loadModule(ptx []byte) error {
-	if len(ptx) == 0 || ptx[len(ptx)-1] != 0 {
-		return argError("PTX image must be NUL-terminated")
+// loadModule JIT-compiles the PTX (and, on a device of compute capability
+// 9.0, the sm_90a PTX when not empty) and looks up the kernels. It runs with
+// the context current and the mutex held.
+func (d *Device) loadModule(ptx, ptx90a []byte) error {
+	if err := d.jit(&d.mod, ptx); err != nil {
+		return err
 	}
 	drv := d.drv
-	const logSize = 1 << 14
-	errLog := make([]byte, logSize)
-	infoLog := make([]byte, logSize)
-	var pin runtime.Pinner
-	pin.Pin(&errLog[0])
-	pin.Pin(&infoLog[0])
-	defer pin.Unpin()
-	opts := []int32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSize}
-	vals := []uintptr{
-		uintptrOf(&errLog[0]), logSize,
-		uintptrOf(&infoLog[0]), logSize,
-	}
-	r := drv.cuModuleLoad(&d.mod, ptx, uint32(len(opts)), opts, vals)
-	runtime.KeepAlive(errLog)
-	runtime.KeepAlive(infoLog)
-	if r != cudaSuccess {
-		err := drv.check("cuModuleLoadDataEx", r)
-		log := cString(&errLog[0], logSize)
-		if log != "" {
-			err = fmt.Errorf("%w; JIT log: %s", err, log)
-		}
-		return d.moduleError(r, ptx, err)
-	}
 	names := []struct {
 		dst  *uintptr
 		name string
@@ -128,7 +117,57 @@ func (d *Device) loadModule(ptx []byte) error {
 			return err
 		}
 	}
+	d.loadWarpgroup(ptx90a)
 	return d.loadGemv()
+}
+
+// loadWarpgroup loads the sm_90a module of the decode kernel's warpgroup
+// form where the device can run it. Its absence is not an error (the
+// mma.sp kernel serves every device); wgNote says why.
+func (d *Device) loadWarpgroup(ptx []byte) {
+	switch {
+	case d.info.Major != 9 || d.info.Minor != 0:
+		d.fn.wgNote = fmt.Sprintf("built for sm_90a, and this GPU is sm_%d%d", d.info.Major, d.info.Minor)
+	case len(ptx) <= 1:
+		d.fn.wgNote = "not in this build (empty sm_90a PTX)"
+	default:
+		if err := d.jit(&d.mod90a, ptx); err != nil {
+			d.mod90a = 0
+			d.fn.wgNote = "the sm_90a PTX did not load: " + err.Error()
+		}
+	}
+}
+
+// jit JIT-compiles a NUL-terminated PTX image into *mod.
+func (d *Device) jit(mod *uintptr, ptx []byte) error {
+	if len(ptx) == 0 || ptx[len(ptx)-1] != 0 {
+		return argError("PTX image must be NUL-terminated")
+	}
+	drv := d.drv
+	const logSize = 1 << 14
+	errLog := make([]byte, logSize)
+	infoLog := make([]byte, logSize)
+	var pin runtime.Pinner
+	pin.Pin(&errLog[0])
+	pin.Pin(&infoLog[0])
+	defer pin.Unpin()
+	opts := []int32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSize}
+	vals := []uintptr{
+		uintptrOf(&errLog[0]), logSize,
+		uintptrOf(&infoLog[0]), logSize,
+	}
+	r := drv.cuModuleLoad(mod, ptx, uint32(len(opts)), opts, vals)
+	runtime.KeepAlive(errLog)
+	runtime.KeepAlive(infoLog)
+	if r != cudaSuccess {
+		err := drv.check("cuModuleLoadDataEx", r)
+		log := cString(&errLog[0], logSize)
+		if log != "" {
+			err = fmt.Errorf("%w; JIT log: %s", err, log)
+		}
+		return d.moduleError(r, ptx, err)
+	}
+	return nil
 }
 
 // moduleError explains a failed module load. A driver too old for the PTX

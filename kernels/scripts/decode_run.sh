@@ -6,7 +6,7 @@
 #   OUT=/some/dir bash kernels/scripts/decode_run.sh [fresh] [tests|quick] [sanitize] [bench] [sweep] [ncu]
 #
 # Always: machine, check_ptx.sh (fresh PTX into $OUT), ptxas report and SASS
-# instruction counts of the decode kernels. "fresh": everything below runs
+# instruction counts of the decode kernels (both forms). "fresh": everything below runs
 # against the fresh PTX (through SFSURGERY_TEST_PTX) instead of the
 # embedded one. "tests": the decode kernel's tests, $TESTS; "quick": only
 # its small ones. "sanitize": compute-sanitizer memcheck and racecheck on
@@ -37,24 +37,27 @@ note "machine"
 nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader; nvcc --version | tail -1
 
 note "check_ptx"
-bash kernels/scripts/check_ptx.sh "$OUT/sfsurgery.ptx" >"$OUT/check_ptx.log" 2>&1
+bash kernels/scripts/check_ptx.sh "$OUT" >"$OUT/check_ptx.log" 2>&1
 echo "check_ptx exit $?"; grep -v '^[<>]' "$OUT/check_ptx.log" | tail -3
 
 note "ptxas sm_90 (decode kernels) and SASS counts"
-ptxas -arch=sm_90 -v "$OUT/sfsurgery.ptx" -o /tmp/k.cubin 2>&1 | awk '
+ptxas -arch=sm_90a -v "$OUT/sfsurgery_sm90a.ptx" -o /tmp/wg.cubin >"$OUT/ptxas_sm90a.log" 2>&1
+echo "ptxas sm_90a exit $?: $(grep -c 'Compiling entry' "$OUT/ptxas_sm90a.log") kernels; $(grep -ciE 'warning|C75' "$OUT/ptxas_sm90a.log") warnings"
+cat "$OUT/ptxas_sm90a.log" | grep -E 'warning|C75' | sort | uniq -c | head -5
+{ ptxas -arch=sm_90 -v "$OUT/sfsurgery.ptx" -o /tmp/k.cubin 2>&1; cat "$OUT/ptxas_sm90a.log"; } | awk '
 	/Compiling entry function/ {f = $0; sub(/.*function .?/, "", f); sub(/.? for .*/, "", f)}
 	/Used [0-9]+ registers/ && f ~ /^(gemv|spmm)/ {r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); reg[f] = r}
 	/spill/ && f ~ /^(gemv|spmm)/ {sp[f] = $0; sub(/.*stack frame, /, "", sp[f])}
 	END {for (f in reg) printf "%-16s %3s registers, %s\n", f, reg[f], sp[f]}' | sort
-cuobjdump -sass /tmp/k.cubin >/tmp/k.sass
+{ cuobjdump -sass /tmp/k.cubin; cuobjdump -sass /tmp/wg.cubin; } >/tmp/k.sass
 awk '/Function : gemv/ {f=$3} /Function : / && !/gemv/ {f=""}
 	f!="" && /\/\*[0-9a-f]+\*\// {n[f]++; if(/LDG.E.128/)g[f]++; if(/LDG.E /||/LDG.E.CONSTANT /)g4[f]++; if(/LDS.128/)s[f]++;
-	if(/HMMA/)h[f]++; if(/SHFL/)x[f]++; if(/LDL|STL/)l[f]++; if(/RED|ATOM/)r[f]++}
+	if(/HMMA|HGMMA/)h[f]++; if(/SHFL/)x[f]++; if(/LDL|STL/)l[f]++; if(/RED|ATOM/)r[f]++}
 	END {for (f in n) printf "%-14s instr %4d LDG.128 %3d LDG.32 %3d LDS.128 %3d HMMA %3d SHFL %3d RED %3d local %d\n",
 	f, n[f], g[f], g4[f], s[f], h[f], x[f], r[f], l[f]}' /tmp/k.sass | sort
 
 export SFSURGERY_SEED=${SFSURGERY_SEED:-$(date +%s)}
-if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx; fi
+if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx SFSURGERY_TEST_PTX_SM90A=$OUT/sfsurgery_sm90a.ptx; fi
 if [[ $tests == 1 ]]; then
 	note "tests (SFSURGERY_TEST_PTX=${SFSURGERY_TEST_PTX:-embedded}, SFSURGERY_SEED=$SFSURGERY_SEED)"
 	start=$(date +%s)

@@ -25,7 +25,7 @@ note "machine"
 nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; nvcc --version | tail -2
 
 note "check_ptx"
-bash kernels/scripts/check_ptx.sh "$OUT/sfsurgery.ptx"; echo "check_ptx exit $?"
+bash kernels/scripts/check_ptx.sh "$OUT"; echo "check_ptx exit $?"
 
 note "ptxas resource use"
 for sm in sm_80 sm_90; do
@@ -38,7 +38,7 @@ inc=$(dirname "$(find /opt /usr/local /usr/lib -name cublasLt.h 2>/dev/null | he
 nvcc -x cu -I"$inc" -o /tmp/ltabi kernels/scripts/ltabi.c && /tmp/ltabi
 
 export SFSURGERY_SEED=${SFSURGERY_SEED:-$(date +%s)}
-if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx; fi
+if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx SFSURGERY_TEST_PTX_SM90A=$OUT/sfsurgery_sm90a.ptx; fi
 note "tests (SFSURGERY_TEST_PTX=${SFSURGERY_TEST_PTX:-embedded}, SFSURGERY_SEED=$SFSURGERY_SEED)"
 start=$(date +%s)
 kt -test.v -test.count=1 -test.timeout=400s >"$OUT/test.log" 2>&1 || status=1
