@@ -21,10 +21,14 @@ func WriteMarkdown(w io.Writer, rep *Report, policy []PolicyEntry, plotFile stri
 	if e.CuSPARSELt != "" {
 		lt = fmt.Sprintf("%s (`%s`)", e.CuSPARSELt, e.CuSPARSELtPath)
 	}
+	ours := "mma.sp kernel"
+	if e.SparseBackend != "" {
+		ours = e.SparseBackend
+	}
 	fmt.Fprintf(&b, "| | |\n|---|---|\n| GPU | %s, sm_%s, %d SMs, %.0f GiB, L2 %d MiB |\n| driver | CUDA %s |\n"+
-		"| dense | %s |\n| cuSPARSELt | %s |\n| ours | sfsurgery mma.sp kernel on the stored packed + meta (package kernels) |\n",
+		"| dense | %s |\n| cuSPARSELt | %s |\n| ours | sfsurgery %s on the stored packed + meta (package kernels) |\n",
 		e.GPU, strings.ReplaceAll(e.Capability, ".", ""), e.SMs, float64(e.MemBytes)/(1<<30), e.L2Bytes>>20, e.Driver,
-		e.DenseBackend, lt)
+		e.DenseBackend, lt, ours)
 	fmt.Fprintf(&b, "| bandwidth ceiling | %.0f GB/s (device-to-device copy of %d MiB, read + write) |\n"+
 		"| math ceiling | %.0f TFLOP/s dense (%s), %.0f sparse (2x) |\n", c.BandwidthGBs, c.CopyBytes>>20,
 		c.DenseTFLOPS, c.GEMM, c.SparseTFLOPS)

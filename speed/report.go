@@ -46,6 +46,9 @@ type Env struct {
 	Driver       string `json:"driver"` // CUDA driver API version, e.g. "13.0"
 	DenseBackend string `json:"dense_backend"`
 	CublasLt     int    `json:"cublaslt,omitempty"` // e.g. 130100
+	// SparseBackend is what our sparse product runs (package kernels'
+	// Device.SparseBackend); empty in reports from before it was recorded.
+	SparseBackend string `json:"sparse_backend,omitempty"`
 	// CuSPARSELt is the library's version ("0.8.0"), empty when it was
 	// not found; CuSPARSELtPath the file loaded.
 	CuSPARSELt     string `json:"cusparselt,omitempty"`

@@ -84,8 +84,8 @@ func (g *gpuNumeric) Describe() string {
 	if g.orig != nil {
 		ref = "the original pruned on the CPU"
 	}
-	return fmt.Sprintf("cuda: %s; mma.sp kernel vs %s (%s), f32 accumulation, M = %v, float64 spot check of %d rows",
-		g.dev.Info(), g.dev.DenseBackend(), ref, g.tokens, spotRows)
+	return fmt.Sprintf("cuda: %s; %s vs %s (%s), f32 accumulation, M = %v, float64 spot check of %d rows",
+		g.dev.Info(), g.dev.SparseBackend(), g.dev.DenseBackend(), ref, g.tokens, spotRows)
 }
 
 // Compare runs every token count and returns the worst errors.
