@@ -71,7 +71,9 @@ func (d *Device) CublasLtVersion() (int, string) {
 // one SparseMatmul runs. Up to 64 tokens they are the decode kernel's plans
 // (at most 8) that its cost model, fitted on an H100, rates cheapest, as
 // "decode sc4 w4 kw1 s1 xw8": chunks per stage, warps per CTA and per row
-// block, slices of k, chunks per window of activations (0: staged whole).
+// block, slices of k, chunks per window of activations (0: staged whole),
+// and " wg" for the kernel's warpgroup form (wgmma.sp; H100 and H200
+// only), of which the list holds at most half.
 // Above 64 tokens there is one, the tiled kernel. An engine on another
 // GPU times each once and keeps the fastest, as it does with
 // [Device.DenseCandidates].

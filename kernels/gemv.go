@@ -15,8 +15,11 @@ import (
 // stages in turn and adding their sums in shared memory at the end. With
 // more than one slice the blocks store their partial sums to a workspace
 // and the last of each row block to finish adds them up in slice order
-// and writes y: one launch, and the same bits every run. planGemv
-// (gemvplan.go) chooses the launch.
+// and writes y: one launch, and the same bits every run. On compute
+// capability 9.0 the kernel also comes in a warpgroup form
+// (cuda/gemv_wg.cuh, from the sm_90a module: a producer warp queues the
+// weight copies, four consumer warps multiply with wgmma.sp), with the
+// same results bit for bit. planGemv (gemvplan.go) chooses the launch.
 const (
 	gemvMaxTokens  = 64 // 8 tiles of 8 tokens
 	gemvMaxWarps   = 8  // the kernels' __launch_bounds__(256)

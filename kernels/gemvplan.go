@@ -271,10 +271,12 @@ func gemvReduceBatches(m, tiles, s int) int {
 // It tries both stage sizes, every CTA size (from gemvMinWarps warps),
 // 1, 2, 4 or 8 warps per row block, every slice length, and the
 // activations staged whole (every slice length that fits in shared
-// memory) or in windows (any slice length), and keeps the one of least
-// cost under defaultGemvModel. Ties go to fewer slices, then to larger
+// memory) or in windows (any slice length), each also in the warpgroup
+// form where the device has it (4 warps, one row block each), and keeps
+// the one of least cost under defaultGemvModel. Ties go to fewer slices, then to larger
 // CTAs (activations staged once for more rows), then to fewer warps per
-// row block, then to 2-chunk stages, then to activations staged whole.
+// row block, then to 2-chunk stages, then to activations staged whole,
+// then to the mma.sp form.
 func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
 	ps, err := defaultGemvModel().candidates(m, n, k, lim, o, 1)
 	if err != nil {
