@@ -501,6 +501,16 @@ func llama3Shapes() []modelShape {
 	}
 }
 
+// decodeModelCases returns the token counts and shapes the decode tests
+// run on the Llama-3 projections: all of them (counts not multiples of 8
+// among them), or with -short the 8B shapes and four counts.
+func decodeModelCases() ([]int, []modelShape) {
+	if testing.Short() {
+		return []int{1, 13, 32, 64}, llama3Shapes()[:4]
+	}
+	return []int{1, 3, 8, 13, 16, 32, 47, 64}, llama3Shapes()
+}
+
 // TestGPUDecodeModels runs the decode kernel on the Llama-3 projection
 // shapes, BF16 and F16, at decode token counts (some not multiples of 8):
 // against DenseMatmul and the general sparse kernel over the whole output,
@@ -510,15 +520,9 @@ func llama3Shapes() []modelShape {
 func TestGPUDecodeModels(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
-	ms := []int{1, 3, 8, 13, 16, 32, 47, 64}
-	if testing.Short() {
-		ms = []int{1, 13, 32, 64}
-	}
+	ms, shapes := decodeModelCases()
 	for _, dt := range []DType{BF16, F16} {
-		for _, s := range llama3Shapes() {
-			if testing.Short() && s.model != "llama3-8b" {
-				continue
-			}
+		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%v/%s/%s_%dx%d", dt, s.model, s.proj, s.n, s.k), func(t *testing.T) {
 				w := newWeight(t, d, rng, dt, s.n, s.k)
 				defer w.free(t)
@@ -570,15 +574,9 @@ func TestGPUDecodeWarpgroup(t *testing.T) {
 		t.Errorf("SparseBackend() = %q: the warpgroup form is not named", b)
 	}
 	rng := testRand(t)
-	ms := []int{1, 3, 8, 13, 16, 32, 47, 64}
-	if testing.Short() {
-		ms = []int{1, 13, 32, 64}
-	}
+	ms, shapes := decodeModelCases()
 	for _, dt := range []DType{BF16, F16} {
-		for _, s := range llama3Shapes() {
-			if testing.Short() && s.model != "llama3-8b" {
-				continue
-			}
+		for _, s := range shapes {
 			w := newWeight(t, d, rng, dt, s.n, s.k)
 			x := upload16(t, d, randDense(rng, dt, gemvMaxTokens*s.k))
 			for _, m := range ms {

@@ -223,6 +223,27 @@ struct Lane {
   uint32_t meta;     // byte offset of this lane's meta word in a stage's k-tile 0
 };
 
+// lane_a sets the A and meta part of ln for lane, for stages of SC chunks:
+// A rows ar = lane%8 (+8 for matrices 1 and 3) of each 16-row half, and
+// the lane's meta word. Both kernels load A and meta this way.
+template <int SC, int NT>
+__device__ __forceinline__ void lane_a(Lane<NT>& ln, int lane) {
+  ln.arow = (((lane >> 3) & 1) * 8 + (lane & 7)) * Stage<SC>::kRowBytes;
+  ln.aq = (lane >> 4) ^ (lane & 7);
+  ln.meta = 4 * lane;
+}
+
+// zero_acc clears a warp's accumulators.
+template <int NT>
+__device__ __forceinline__ void zero_acc(float (&acc)[NT][2][4]) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[t][s][i] = 0.f;
+}
+
 // stage_multiply multiplies the chunks of ring slot `slot` (shared
 // address; stage st of the slice) into the accumulators; the stage's
 // activations start xoff bytes past the lane's B rows. kFull: all SC
@@ -506,23 +527,16 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   SFS_GEMV_TRACE(1);
   if (!active && !windowed) return;
 
-  // Fragment addresses (Lane): A rows ar = lane%8 (+8 for matrices 1 and
-  // 3) of each 16-row half; B rows: token 8t + lane%8 of n-tile t, tokens
-  // past M read the zero row, at unit lane/8 of the k-tile.
+  // Fragment addresses (Lane): A and meta by lane_a; B rows: token 8t +
+  // lane%8 of n-tile t, tokens past M read the zero row, at unit lane/8 of
+  // the k-tile.
   Lane<NT> ln;
-  ln.arow = (((lane >> 3) & 1) * 8 + (lane & 7)) * S::kRowBytes;
-  ln.aq = (lane >> 4) ^ (lane & 7);
-  ln.meta = 4 * lane;
+  lane_a<SC>(ln, lane);
 #pragma unroll
   for (int t = 0; t < NT; ++t) ln.xa[t] = xs + 4 * min(8 * t + (lane & 7), rows) * ts + 16 * (lane >> 3);
 
   float acc[NT][2][4];
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[t][s][i] = 0.f;
+  zero_acc(acc);
 
   // Position of round r's activations: window win (in buffer win % 2),
   // chunk pos of it. Windows hold a whole number of rounds (xw % (kw·SC)

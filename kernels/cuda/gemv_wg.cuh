@@ -280,16 +280,9 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   const int rb = blockIdx.x * kWgWarps + warp;
   const bool active = rb < blocks;
   Lane<NT> ln;  // A rows and meta as in gemv.cuh; B needs no lane addresses
-  ln.arow = (((lane >> 3) & 1) * 8 + (lane & 7)) * S::kRowBytes;
-  ln.aq = (lane >> 4) ^ (lane & 7);
-  ln.meta = 4 * lane;
+  lane_a<SC>(ln, lane);
   float acc[NT][2][4];
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[t][s][i] = 0.f;
+  zero_acc(acc);
   const uint32_t ring = base + warp * ST * S::kBytes;
   int win = 0, pos = 0;  // window of stage r, and its first chunk in it
   for (int r = 0; r < nst; ++r) {
