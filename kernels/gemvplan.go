@@ -273,10 +273,10 @@ func gemvReduceBatches(m, tiles, s int) int {
 // activations staged whole (every slice length that fits in shared
 // memory) or in windows (any slice length), each also in the warpgroup
 // form where the device has it (4 warps, one row block each), and keeps
-// the one of least cost under defaultGemvModel. Ties go to fewer slices, then to larger
-// CTAs (activations staged once for more rows), then to fewer warps per
-// row block, then to 2-chunk stages, then to activations staged whole,
-// then to the mma.sp form.
+// the one of least cost under defaultGemvModel. Ties go to fewer slices,
+// then to larger CTAs (activations staged once for more rows), then to
+// fewer warps per row block, then to 2-chunk stages, then to activations
+// staged whole, then to the mma.sp form.
 func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
 	ps, err := defaultGemvModel().candidates(m, n, k, lim, o, 1)
 	if err != nil {
@@ -389,32 +389,32 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	if lim.wg && o.wg == 0 {
 		per = count - count/2
 	}
-	out := make([]gemvPlan, 0, min(count, len(all)))
+	chosen := make([]rated, 0, min(count, len(all)))
 	taken := map[bool]int{}
-	for pass := 0; pass < 2 && len(out) < count; pass++ {
-		for _, r := range all {
-			if len(out) == count {
-				break
-			}
-			if pass == 0 && taken[r.p.wg] < per {
-				taken[r.p.wg]++
-				out = append(out, r.p)
-			} else if pass == 1 && !slices.Contains(out, r.p) {
-				out = append(out, r.p)
-			}
+	for _, r := range all {
+		if len(chosen) < count && taken[r.p.wg] < per {
+			taken[r.p.wg]++
+			chosen = append(chosen, r)
 		}
 	}
-	// The second pass appended past the first's order: sort again.
-	slices.SortStableFunc(out, func(a, b gemvPlan) int {
-		ra, rb := rated{a, md.rate(m, n, k, lim, a)}, rated{b, md.rate(m, n, k, lim, b)}
-		if ra.before(rb) {
+	for _, r := range all { // one form ran short: the next best of the other
+		if len(chosen) < count && taken[r.p.wg] >= per && !slices.Contains(chosen, r) {
+			chosen = append(chosen, r)
+		}
+	}
+	slices.SortStableFunc(chosen, func(a, b rated) int {
+		if a.before(b) {
 			return -1
 		}
-		if rb.before(ra) {
+		if b.before(a) {
 			return 1
 		}
 		return 0
 	})
+	out := make([]gemvPlan, len(chosen))
+	for i, r := range chosen {
+		out[i] = r.p
+	}
 	return out, nil
 }
 

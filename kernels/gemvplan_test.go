@@ -296,6 +296,21 @@ func TestPlanGemvWarpgroup(t *testing.T) {
 			if got := p.String(); !strings.HasSuffix(got, " wg") || strings.HasSuffix(q.String(), " wg") {
 				t.Errorf("%dx%d m=%d: %q and %q", s.n, s.k, m, got, q.String())
 			}
+			// The candidates: 4 of each form, in the model's order.
+			ps, err := gemvCandidates(m, s.n, s.k, lim, gemvOptions{}, gemvMaxCandidates)
+			if err != nil || len(ps) != gemvMaxCandidates || ps[0] != p {
+				t.Fatalf("%dx%d m=%d: candidates %v, %v", s.n, s.k, m, ps, err)
+			}
+			forms := map[bool]int{}
+			for i, c := range ps {
+				forms[c.wg]++
+				if i > 0 && (rated{c, md.rate(m, s.n, s.k, lim, c)}).before(rated{ps[i-1], md.rate(m, s.n, s.k, lim, ps[i-1])}) {
+					t.Errorf("%dx%d m=%d: candidate %d (%v) before %d (%v)", s.n, s.k, m, i, c, i-1, ps[i-1])
+				}
+			}
+			if forms[true] != gemvMaxCandidates/2 || forms[false] != gemvMaxCandidates/2 {
+				t.Errorf("%dx%d m=%d: %d warpgroup and %d mma.sp candidates", s.n, s.k, m, forms[true], forms[false])
+			}
 		}
 	}
 }
