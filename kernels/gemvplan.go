@@ -320,6 +320,17 @@ func (a rated) before(b rated) bool {
 	return !p.wg && q.wg
 }
 
+// compareRated orders plans as planGemv does (rated.before), for sorting.
+func compareRated(a, b rated) int {
+	if a.before(b) {
+		return -1
+	}
+	if b.before(a) {
+		return 1
+	}
+	return 0
+}
+
 // candidates returns the count plans of least cost under md, in
 // planGemv's order (see planGemv for the search).
 func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count int) ([]gemvPlan, error) {
@@ -372,15 +383,7 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 		return nil, fmt.Errorf("%w: m = %d, k = %d with %+v does not fit in %d bytes of shared memory",
 			errGemvPlan, m, k, o, lim.smem)
 	}
-	slices.SortFunc(all, func(a, b rated) int {
-		if a.before(b) {
-			return -1
-		}
-		if b.before(a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, compareRated)
 	// Where both forms are weighed, at most half the list (rounded up) is
 	// of either, unless the other runs short: a list an engine times on
 	// its GPU should hold the best plans of both, whatever the model's
@@ -402,15 +405,7 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 			chosen = append(chosen, r)
 		}
 	}
-	slices.SortStableFunc(chosen, func(a, b rated) int {
-		if a.before(b) {
-			return -1
-		}
-		if b.before(a) {
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(chosen, compareRated)
 	out := make([]gemvPlan, len(chosen))
 	for i, r := range chosen {
 		out[i] = r.p
