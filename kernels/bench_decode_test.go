@@ -120,8 +120,8 @@ func benchBusy(b *testing.B, d *Device) [2]*Buffer {
 }
 
 // BenchmarkGPUDecode times SparseMatmul's choice (auto: the decode kernel's
-// default plan), on an sm_90a device the default plan without the
-// warpgroup form (mma), the decode kernel's best plan that stages each
+// default plan), on an sm_90a device the best plans without and with the
+// warpgroup form (mma, wg), the decode kernel's best plan that stages each
 // slice's activations whole, the general sparse kernel and DenseMatmul on the
 // Llama-3 projections at decode token counts, in BF16 (and F16 for 8B
 // gate_up), rotating weight copies so that L2 holds none of them, and
@@ -161,11 +161,15 @@ func BenchmarkGPUDecode(b *testing.B) {
 				{"general", sparseChoice{kernel: sparseGeneral}},
 			}
 			if d.fn.gemvLim.wg {
-				// planGemv's choice without the warpgroup form, beside auto.
-				variants = append(variants, struct {
+				// planGemv's choice without and with the warpgroup form,
+				// beside auto (one of the two).
+				variants = append(variants, []struct {
 					name string
 					c    sparseChoice
-				}{"mma", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: -1}}})
+				}{
+					{"mma", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: -1}}},
+					{"wg", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: 1}}},
+				}...)
 			}
 			for _, v := range variants {
 				b.Run(fmt.Sprintf("%s/m=%d/%s", name, m, v.name), func(b *testing.B) {

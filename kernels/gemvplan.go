@@ -39,8 +39,9 @@ type gemvModel struct {
 	groupCost int
 	// wgPercent is the warpgroup form's time (cuda/gemv_wg.cuh) against
 	// the mma.sp kernel's on the same plan, by token tiles (1, 2, 4, 8):
-	// not fitted, but the ratios the probe measured on an H100
-	// (kernels/notes.md, variant 11).
+	// not fitted, but measured on an H100 (kernels/notes.md, session 5):
+	// the probe's ratios at 1-4 tiles, and at 8 tiles BenchmarkGPUDecode's
+	// best plans of each form on the 8B shapes (95% on average).
 	wgPercent [4]int
 }
 
@@ -76,7 +77,7 @@ func defaultGemvModel() gemvModel {
 		tailWork:      10,
 		tailBatch:     8,
 		groupCost:     4,
-		wgPercent:     [4]int{96, 92, 91, 100},
+		wgPercent:     [4]int{96, 92, 91, 96},
 	}
 }
 
