@@ -35,14 +35,7 @@ __device__ unsigned long long g_trace[1 << 14][5];
 #endif
 #include GEMV_CUH
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                    \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "probe_check.cuh"  // CK
 
 #define PROBE(name, NT, SC)                                                                           \
   __global__ void __launch_bounds__(256) name(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, \

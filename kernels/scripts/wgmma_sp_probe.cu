@@ -21,14 +21,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
-      exit(1);                                                                                  \
-    }                                                                                           \
-  } while (0)
+#include "probe_check.cuh"  // CK
 
 constexpr int kN = 64;  // tokens of the test product
 
