@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -200,11 +199,12 @@ func BenchmarkGPUDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkGPUDecodeSweep times the decode kernel over the plans of
-// gemvSweep (and its default plan) for the BF16 Llama-3 projections at
-// decode token counts, rotating weight copies, and logs one line per plan:
-// shape, m, chunks per stage, warps, slices, GPU µs per product (the best
-// of three batches, each after a large copy so that the host stays ahead).
+// BenchmarkGPUDecodeSweep times the decode kernel's mma.sp form (the one
+// defaultGemvModel describes) over the plans of gemvSweep (and its default
+// plan) for the BF16 Llama-3 projections at decode token counts, rotating
+// weight copies, and prints one line per plan as it is timed: shape, m,
+// chunks per stage, warps, slices, GPU µs per product (the best of three
+// batches, each after a large copy so that the host stays ahead).
 // Run it with -test.benchtime 1x; kernels/scripts/decode_sweep.awk
 // summarises the log.
 func BenchmarkGPUDecodeSweep(b *testing.B) {
@@ -212,7 +212,7 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 	d := openGPU(b)
 	rng := rand.New(rand.NewPCG(12, 12))
 	busy := benchBusy(b, d)
-	var lines []string
+	plansTimed := 0
 	for _, s := range llama3Shapes() {
 		name := fmt.Sprintf("%s/%s_%dx%d", s.model, s.proj, s.n, s.k)
 		w := newWeight(b, d, rng, BF16, s.n, s.k)
@@ -220,7 +220,7 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 		x := upload16(b, d, randDense(rng, BF16, gemvMaxTokens*s.k))
 		y := alloc(b, d, 4*gemvMaxTokens*s.n)
 		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
-			plans := append([]gemvOptions{{}}, gemvSweep(m, s.n, s.k, d.fn.gemvLim)...)
+			plans := append([]gemvOptions{{wg: -1}}, gemvSweep(m, s.n, s.k, d.fn.gemvLim)...)
 			for j, o := range plans {
 				c := sparseChoice{kernel: sparseGemv, gemv: o}
 				p, err := planGemv(m, s.n, s.k, d.fn.gemvLim, o)
@@ -254,8 +254,11 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 				if j == 0 {
 					what = "default"
 				}
-				lines = append(lines, fmt.Sprintf("%s %s m=%d sc=%d w=%d kw=%d s=%d cps=%d xw=%d us=%.2f", what, name,
-					m, p.sc, p.warps, p.kw, p.splits, p.cps, p.xw, float64(best.Nanoseconds())/1e3))
+				// One line as soon as it is measured: a sweep cut short keeps
+				// what it timed.
+				fmt.Printf("%s %s m=%d sc=%d w=%d kw=%d s=%d cps=%d xw=%d us=%.2f\n", what, name,
+					m, p.sc, p.warps, p.kw, p.splits, p.cps, p.xw, float64(best.Nanoseconds())/1e3)
+				plansTimed++
 			}
 		}
 		for _, bufs := range [][]*Buffer{packs[1:], metas[1:], {x, y}} {
@@ -263,11 +266,11 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 		}
 		w.free(b)
 	}
-	b.Logf("%d plans\n%s", len(lines), strings.Join(lines, "\n"))
+	b.Logf("%d plans", plansTimed)
 }
 
 // gemvSweep returns the decode-kernel plans BenchmarkGPUDecodeSweep times
-// for m tokens and an n × k weight: 2- and 4-chunk stages, 2 to 8 warps,
+// for m tokens and an n × k weight, in the mma.sp form: 2- and 4-chunk stages, 2 to 8 warps,
 // 1, 2, 4 or 8 of them per row block, 1 to 64 slices in steps of a quarter
 // to a half, activations staged whole and in windows, each distinct plan
 // once, none whose partial sums (written and read) would move more bytes
@@ -287,7 +290,7 @@ func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
 						continue
 					}
 					for _, win := range []int{-1, 1} {
-						o := gemvOptions{sc: sc, warps: w, kw: kw, splits: s, window: win}
+						o := gemvOptions{sc: sc, warps: w, kw: kw, splits: s, window: win, wg: -1}
 						p, err := planGemv(m, n, k, lim, o)
 						key := shape{sc, w, kw, p.splits, p.xw}
 						if err != nil || seen[key] {
