@@ -47,21 +47,22 @@ type gemvModel struct {
 
 // defaultGemvModel returns the model planGemv uses. Its constants were
 // fitted (TestGemvModelFit: coordinate descent from 40 starts) to the
-// 18795 plans BenchmarkGPUDecodeSweep timed on an H100 for the Llama-3
-// shapes with 1, 2, 4 or 8 warps per row block
-// (testdata/gemv-sweep-h100.txt.gz): among the timed plans of each shape
-// and token count, the one it rates cheapest is 1.3% slower than the
-// fastest on average and 8.8% at worst (8B k_v, m = 32)
-// (TestGemvModelReplay); the constants fitted to the sweep of the kernel
-// before (activations staged with selects) were 1.7% and 10.5% on it,
-// those fitted before warps shared row blocks 3.0% and 12.4% on that
-// one. The fit has thirteen constants for 42 cases and several sets score
-// the same, so read them as a description of that GPU, not as physics:
-// 4-chunk stages run better than the other terms say (sc4Percent 75),
-// staging activations while the weights stream costs nothing
-// (windowStage 1 << 20), and a split-K tail (tailWork 10 units of about
-// 100 ns, tailBatch 8 per further batch of loads) costs less than its
-// reputation.
+// 18795 plans of the mma.sp form BenchmarkGPUDecodeSweep timed on an H100
+// for the Llama-3 shapes with 1, 2, 4 or 8 warps per row block
+// (testdata/gemv-sweep-h100.txt.gz, session 6): among the timed plans of
+// each shape and token count, the one it rates cheapest is 1.1% slower
+// than the fastest on average and 5.1% at worst (8B k_v, m = 32)
+// (TestGemvModelReplay). Refitted to that sweep, whose split-K sum keeps
+// twice the loads in flight of the one before, only tailBatch moved (8 →
+// 16: a batch moves twice the bytes); the constants fitted before were
+// 1.3% and 8.8% on the sweep of their kernel, those of the kernels before
+// 1.7% and 10.5%, and 3.0% and 12.4%. The fit has thirteen constants for
+// 42 cases and several sets score the same, so read them as a description
+// of that GPU, not as physics: 4-chunk stages run better than the other
+// terms say (sc4Percent 75), staging activations while the weights stream
+// costs nothing (windowStage 1 << 20), and a split-K tail (tailWork 10
+// units of about 100 ns, tailBatch 16 per further batch of loads) costs
+// less than its reputation.
 func defaultGemvModel() gemvModel {
 	return gemvModel{
 		fixedWork:     24,
@@ -75,7 +76,7 @@ func defaultGemvModel() gemvModel {
 		windowCost:    0,
 		sliceCost:     0,
 		tailWork:      10,
-		tailBatch:     8,
+		tailBatch:     16,
 		groupCost:     4,
 		wgPercent:     [4]int{96, 92, 91, 96},
 	}
@@ -255,13 +256,18 @@ func gemvTiles(m int) int {
 // errGemvPlan wraps the reasons planGemv refuses a shape.
 var errGemvPlan = errors.New("no decode-kernel plan")
 
+// gemvReduceLoads is the loads per lane that reduce in cuda/gemv.cuh
+// keeps in flight from m = 4 (kLoads).
+const gemvReduceLoads = 32
+
 // gemvReduceBatches returns the batches of loads in which the last warp of
 // a row block adds up s slices of partial sums for m tokens in tiles 8-token
-// tiles: reduce in cuda/gemv.cuh keeps 16 loads per lane in flight, over
-// the tokens (2·tiles per lane) from m = 4, else over the slices.
+// tiles: reduce in cuda/gemv.cuh keeps gemvReduceLoads loads per lane in
+// flight over the tokens (2·tiles per lane) from m = 4, else 12 over the
+// slices (4 in each of 4 groups).
 func gemvReduceBatches(m, tiles, s int) int {
 	if m >= 4 {
-		return ceilDiv(s, max(1, 16/(2*tiles)))
+		return ceilDiv(s, max(1, gemvReduceLoads/(2*tiles)))
 	}
 	return ceilDiv(ceilDiv(s, 4), 4)
 }

@@ -121,7 +121,7 @@ func TestPlanGemv(t *testing.T) {
 	// The split-K tail's batches follow reduce in cuda/gemv.cuh.
 	for _, c := range []struct{ m, tiles, s, want int }{
 		{1, 1, 1, 1}, {1, 1, 16, 1}, {3, 1, 17, 2}, {1, 1, 64, 4},
-		{4, 1, 8, 1}, {8, 1, 9, 2}, {16, 2, 8, 2}, {32, 4, 8, 4}, {64, 8, 7, 7},
+		{4, 1, 8, 1}, {8, 1, 16, 1}, {8, 1, 17, 2}, {16, 2, 8, 1}, {16, 2, 9, 2}, {32, 4, 8, 2}, {64, 8, 7, 4},
 	} {
 		if got := gemvReduceBatches(c.m, c.tiles, c.s); got != c.want {
 			t.Errorf("gemvReduceBatches(%d, %d, %d) = %d, want %d", c.m, c.tiles, c.s, got, c.want)

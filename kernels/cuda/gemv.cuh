@@ -300,7 +300,7 @@ __device__ __forceinline__ void add4(float4& a, const float4& b) {
 // (grp = lane/8, c = lane%8) holds rows 32·rb + 4c .. +3 as one float4.
 // Every load of a batch is independent, so a batch costs one L2 round trip:
 //   - M ≥ 4: group grp sums tokens grp, grp+4, ... (2·NT of them) over the
-//     slices in slice order, 16/(2·NT) slices (at least one) per batch;
+//     slices in slice order, kLoads/(2·NT) slices (at least one) per batch;
 //   - M ≤ 3: group grp sums slices grp, grp+4, ... in order, for all M
 //     tokens, 4 of its slices per batch; group 0 then adds the sums of
 //     groups 1, 2, 3 in that order.
@@ -314,8 +314,11 @@ __device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, in
   float* y = Y + 32 * rb + 4 * (lane & 7);
   const size_t plane = static_cast<size_t>(M) * N;  // one slice
   if (M >= 4) {
-    constexpr int kTok = 2 * NT;                       // tokens grp + 4t
-    constexpr int kSB = kTok >= 16 ? 1 : 16 / kTok;  // slices per batch
+    constexpr int kTok = 2 * NT;  // tokens grp + 4t
+    // Loads in flight per lane: at 64 tokens with 16 of them, a launch of
+    // 8 slices spent 8 L2 round trips here.
+    constexpr int kLoads = 32;
+    constexpr int kSB = kTok >= kLoads ? 1 : kLoads / kTok;  // slices per batch
     float4 sum[kTok];
 #pragma unroll
     for (int t = 0; t < kTok; ++t) sum[t] = make_float4(0.f, 0.f, 0.f, 0.f);
