@@ -263,8 +263,8 @@ const gemvReduceLoads = 32
 // gemvReduceBatches returns the batches of loads in which the last warp of
 // a row block adds up s slices of partial sums for m tokens in tiles 8-token
 // tiles: reduce in cuda/gemv.cuh keeps gemvReduceLoads loads per lane in
-// flight over the tokens (2·tiles per lane) from m = 4, else 12 over the
-// slices (4 in each of 4 groups).
+// flight over the tokens (2·tiles per lane) from m = 4; below, each of 4
+// lane groups takes 4 of its slices per batch.
 func gemvReduceBatches(m, tiles, s int) int {
 	if m >= 4 {
 		return ceilDiv(s, max(1, gemvReduceLoads/(2*tiles)))
