@@ -274,8 +274,7 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 // stages, 2 to 8 warps, 1, 2, 4 or 8 of them per row block, 1 to 64
 // slices in steps of a quarter to a half, activations staged whole and in
 // windows, each distinct plan once, none whose partial sums (written and
-// read) would move more bytes
-// than the weight.
+// read) would move more bytes than the weight.
 func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
 	type shape struct{ sc, warps, kw, splits, xw int }
 	seen := map[shape]bool{}
