@@ -120,10 +120,12 @@ func benchBusy(b *testing.B, d *Device) [2]*Buffer {
 
 // BenchmarkGPUDecode times SparseMatmul's choice (auto: the decode kernel's
 // default plan), on an sm_90a device the best plans without and with the
-// warpgroup form (mma, wg), the decode kernel's best plan that stages each
-// slice's activations whole, the general sparse kernel and DenseMatmul on the
-// Llama-3 projections at decode token counts, in BF16 (and F16 for 8B
-// gate_up), rotating weight copies so that L2 holds none of them, and
+// warpgroup form (mma, wg) and the warpgroup form's best without the
+// cooperative split-K sum (wg-tickets), the decode kernel's best plan that
+// stages each slice's activations whole, the general sparse kernel and
+// DenseMatmul on the Llama-3 projections at decode token counts, in BF16
+// (and F16 for 8B gate_up), rotating weight copies so that L2 holds none
+// of them, and
 // beside them a device-to-device copy that moves the same bytes as the
 // sparse product (memcpy: half of them read, half written), whose fixed
 // cost per call is the floor of any kernel's. It measures the
@@ -168,6 +170,7 @@ func BenchmarkGPUDecode(b *testing.B) {
 				}{
 					{"mma", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: -1}}},
 					{"wg", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: 1}}},
+					{"wg-tickets", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: 1, coop: -1}}},
 				}...)
 			}
 			for _, v := range variants {

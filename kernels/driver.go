@@ -39,6 +39,8 @@ type driver struct {
 	cuFuncSetAttr func(fn uintptr, attr int32, v int32) int32
 	cuLaunch      func(fn uintptr, gx, gy, gz, bx, by, bz, shmem uint32, stream uintptr,
 		params unsafe.Pointer, extra unsafe.Pointer) int32
+	cuLaunchCoop func(fn uintptr, gx, gy, gz, bx, by, bz, shmem uint32, stream uintptr,
+		params unsafe.Pointer) int32
 
 	cuStreamCreate  func(s *uintptr, flags uint32) int32
 	cuStreamDestroy func(s uintptr) int32
@@ -85,6 +87,7 @@ func loadDriver(lib string) (*driver, error) {
 		sym(&d.cuModuleGetFn, "cuModuleGetFunction"),
 		sym(&d.cuFuncSetAttr, "cuFuncSetAttribute"),
 		sym(&d.cuLaunch, "cuLaunchKernel"),
+		sym(&d.cuLaunchCoop, "cuLaunchCooperativeKernel"),
 		sym(&d.cuStreamCreate, "cuStreamCreate"),
 		sym(&d.cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
 		sym(&d.cuEventCreate, "cuEventCreate"),

@@ -112,8 +112,9 @@ func (d *Device) loadGemv() error {
 }
 
 // gemvWork is the workspace of split-K launches: counters u32 ticket
-// counters (one per 32-row block, zero between launches: each launch puts
-// back the ones it used), then the f32 partial sums [splits][m][n]. One
+// counters (one per 32-row block, two for a cooperative plan's arrivals and
+// departures; zero between launches: each launch puts back the ones it
+// used), then the f32 partial sums [splits][m][n]. One
 // serves every plan of a Device, all of which point to it, because the
 // Device's launches run one at a time on its one stream.
 type gemvWork struct {
@@ -204,7 +205,11 @@ func (d *Device) gemvPlanFor(m, n, k int, o gemvOptions, cand int) (gemvPlan, er
 		w = new(gemvWork)
 	}
 	if p.splits > 1 {
-		if err := d.growGemvWork(w, n/32, int64(p.splits)*int64(m)*int64(n)); err != nil {
+		counters := n / 32
+		if p.coop {
+			counters *= 2 // arrival and departure counters
+		}
+		if err := d.growGemvWork(w, counters, int64(p.splits)*int64(m)*int64(n)); err != nil {
 			return gemvPlan{}, fmt.Errorf("allocating the split-K workspace: %w", err)
 		}
 	}
@@ -239,8 +244,12 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 	ti, si := bits.TrailingZeros(uint(p.tiles)), bits.TrailingZeros(uint(p.sc))-1
 	block := dim3{uint32(p.threads()), 1, 1}
 	if p.wg {
-		return d.launchShared("gemv_wg", d.fn.gemvWG[di][ti][si], p.grid(n), block, p.smem,
-			y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw))
+		coop := 0
+		if p.coop {
+			coop = 1
+		}
+		return d.launchWith(p.coop, "gemv_wg", d.fn.gemvWG[di][ti][si], p.grid(n), block, p.smem,
+			y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(coop))
 	}
 	return d.launchShared("gemv", d.fn.gemv[di][ti][si], p.grid(n), block, p.smem,
 		y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(p.kw))

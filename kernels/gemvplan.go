@@ -37,6 +37,13 @@ type gemvModel struct {
 	// (kw > 1): the barrier of the block's warps and the sum of their
 	// accumulators in shared memory.
 	groupCost int
+	// coopBatches is the batches of loads of a ticket sum (tailBatch
+	// each after the first) that the warpgroup form's cooperative sum
+	// (finish_coop in cuda/gemv_wg.cuh) costs as, whatever the slices:
+	// measured on an H100 (kernels/notes.md, session 6), it is 0.6 µs
+	// slower than a sum of one batch and saves about as much per batch
+	// beyond two.
+	coopBatches int
 	// wgPercent is the warpgroup form's time (cuda/gemv_wg.cuh) against
 	// the mma.sp kernel's on the same plan, by token tiles (1, 2, 4, 8):
 	// not fitted, but measured on an H100 (kernels/notes.md, session 5):
@@ -78,6 +85,7 @@ func defaultGemvModel() gemvModel {
 		tailWork:      10,
 		tailBatch:     16,
 		groupCost:     4,
+		coopBatches:   2,
 		wgPercent:     [4]int{96, 92, 91, 96},
 	}
 }
@@ -100,12 +108,16 @@ func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw int) in
 }
 
 // rate returns the model's time for plan p: cost, and for the warpgroup
-// form cost with its own shared memory (occupancy), scaled by wgPercent.
+// form cost with its own shared memory (occupancy), its split-K sum priced
+// as coopBatches batches when cooperative, scaled by wgPercent.
 func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
 	if !p.wg {
 		return md.cost(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw)
 	}
 	c := md.costSmem(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw, p.smem)
+	if p.coop {
+		c += md.tailBatch * (md.coopBatches - gemvReduceBatches(m, p.tiles, p.splits))
+	}
 	return ceilDiv(c*md.wgPercent[bits.TrailingZeros(uint(p.tiles))], 100)
 }
 
@@ -155,6 +167,9 @@ type gemvOptions struct {
 	// wg forces the warpgroup form (1; sm_90a devices only) or the mma.sp
 	// kernel (-1).
 	wg int
+	// coop forces the warpgroup form's cooperative split-K sum (1) or the
+	// last slice's (-1).
+	coop int
 }
 
 // gemvPlan is one launch of the decode kernel.
@@ -170,6 +185,10 @@ type gemvPlan struct {
 	// wg: the warpgroup form (cuda/gemv_wg.cuh: 4 consumer warps of one
 	// row block each and a producer warp; sm_90a), else the mma.sp kernel.
 	wg bool
+	// coop: a cooperative launch of the warpgroup form whose slices share
+	// the split-K sum (finish_coop), rather than leave it to the last;
+	// several slices, at most one CTA per SM, gemvCoopMinTokens or more.
+	coop bool
 	// work is the Device's split-K workspace, the same for all its plans;
 	// nil until gemvPlanFor caches the plan.
 	work *gemvWork
@@ -323,8 +342,10 @@ func (a rated) before(b rated) bool {
 		return p.sc < q.sc
 	case p.xw != q.xw:
 		return p.xw < q.xw
+	case p.wg != q.wg:
+		return !p.wg
 	}
-	return !p.wg && q.wg
+	return !p.coop && q.coop
 }
 
 // compareRated orders plans as planGemv does (rated.before), for sorting.
@@ -348,6 +369,10 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 		o.kw != 0 && (o.kw&(o.kw-1) != 0 || o.kw < 0 || o.kw > gemvMaxWarps || o.warps != 0 && o.warps%o.kw != 0) {
 		return nil, fmt.Errorf("%w: %d warps, %d per row block, %d splits, window %d, warpgroup %d", errGemvPlan,
 			o.warps, o.kw, o.splits, o.window, o.wg)
+	}
+	if o.coop < -1 || o.coop > 1 || o.coop == 1 && (o.wg == -1 || o.splits == 1 || m < gemvCoopMinTokens || !lim.wg) {
+		return nil, fmt.Errorf("%w: the cooperative split-K sum is the warpgroup form's (sm_90a), for several slices "+
+			"and at least %d tokens, not %d tokens with %+v", errGemvPlan, gemvCoopMinTokens, m, o)
 	}
 	if o.wg == 1 && !lim.wg {
 		return nil, fmt.Errorf("%w: the warpgroup form needs an sm_90a device (H100, H200) and its PTX", errGemvPlan)
@@ -484,11 +509,25 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 			}
 			p := gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw, wg: wg}
 			p.smem = p.sharedBytes(m)
-			all = append(all, rated{p: p, cost: md.rate(m, n, k, lim, p)})
+			if o.coop != 1 {
+				all = append(all, rated{p: p, cost: md.rate(m, n, k, lim, p)})
+			}
+			// The cooperative sum: every CTA resident at once, one per SM.
+			if wg && o.coop != -1 && s > 1 && m >= gemvCoopMinTokens && ceilDiv(n/32, gemvWgWarps)*s <= lim.sms {
+				p.coop = true
+				all = append(all, rated{p: p, cost: md.rate(m, n, k, lim, p)})
+			}
 		}
 	}
 	return all
 }
+
+// gemvCoopMinTokens is the fewest tokens for which planGemv weighs the
+// cooperative split-K sum: with fewer it measured slower than the ticket
+// sum on an H100 (8B k_v at 32 tokens 9.7 against 9.2 µs, at 16 tokens and
+// below 0.4-0.7 µs slower; kernels/notes.md, session 6), and below 4 its
+// order of additions would differ from the ticket sum's.
+const gemvCoopMinTokens = 33
 
 // gemvMaxCandidates bounds the decode-kernel plans SparseCandidates offers.
 const gemvMaxCandidates = 8
@@ -498,6 +537,9 @@ func (p gemvPlan) String() string {
 	s := fmt.Sprintf("decode sc%d w%d kw%d s%d xw%d", p.sc, p.warps, p.kw, p.splits, p.xw)
 	if p.wg {
 		s += " wg"
+	}
+	if p.coop {
+		s += " coop"
 	}
 	return s
 }

@@ -53,6 +53,9 @@ func TestPlanGemv(t *testing.T) {
 		{5, 96, 64 * 40, h100WG, gemvOptions{wg: 1, window: 1, kw: 1}},
 		{8, 14336, 4096, h100WG, gemvOptions{wg: -1}},
 		{64, 8192, 28672, h100WG, gemvOptions{}},
+		{64, 1024, 4096, h100WG, gemvOptions{coop: 1}},
+		{33, 288, 1600, h100WG, gemvOptions{coop: 1, sc: 2, splits: 3}},
+		{32, 1024, 8192, h100WG, gemvOptions{coop: -1}},
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
 		if err != nil {
@@ -90,6 +93,10 @@ func TestPlanGemv(t *testing.T) {
 			case p.xw != 0 && (p.xw%(p.kw*p.sc) != 0 || p.xw < (gemvDepth(p.sc)-1)*p.kw*p.sc || p.xw >= p.cps),
 				c.o.window == 1 && p.xw == 0, c.o.window == -1 && p.xw != 0:
 				t.Errorf("%+v: windows of %d chunks, %d per slice", c, p.xw, p.cps)
+			case p.coop && (!p.wg || p.splits < 2 || c.m < gemvCoopMinTokens || c.o.coop == -1 ||
+				int(p.grid(c.n)[0]*p.grid(c.n)[1]) > c.lim.sms), c.o.coop == 1 && !p.coop:
+				// A cooperative launch needs every CTA resident: one per SM.
+				t.Errorf("%+v: cooperative %v with %d slices, grid %v", c, p.coop, p.splits, p.grid(c.n))
 			}
 			rows := 32 * p.warps / p.kw // weight rows of a CTA
 			if g := p.grid(c.n); int(g[0])*rows < c.n || int(g[0]-1)*rows >= c.n || int(g[1]) != p.splits {
@@ -157,6 +164,12 @@ func TestPlanGemv(t *testing.T) {
 		{1, 32, 64, h100WG, gemvOptions{wg: 1, warps: 8}},
 		{1, 32, 64, h100WG, gemvOptions{wg: 1, kw: 2}},
 		{64, 32, 64, gemvLimits{sms: 1, smem: 80000, perSM: 80000, wg: true}, gemvOptions{wg: 1}}, // rings of 72 KB + 8 KB
+		{64, 1024, 4096, h100Limits, gemvOptions{coop: 1}},                                        // no sm_90a kernels
+		{64, 1024, 4096, h100WG, gemvOptions{coop: 1, wg: -1}},
+		{64, 1024, 4096, h100WG, gemvOptions{coop: 1, splits: 1}},
+		{32, 1024, 4096, h100WG, gemvOptions{coop: 1}},
+		{64, 1024, 4096, h100WG, gemvOptions{coop: 2}},
+		{64, 14336, 4096, h100WG, gemvOptions{coop: 1, splits: 2}}, // 224 CTAs on 132 SMs
 	} {
 		if p, err := planGemv(c.m, c.n, c.k, c.lim, c.o); !errors.Is(err, errGemvPlan) {
 			t.Errorf("%+v: plan %+v, error %v", c, p, err)
@@ -239,8 +252,9 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 // it adds that form: planGemv's choice, 2-chunk stages over two slices, a
 // slice per chunk (three of each four chunks of the buffer past it), one
 // slice staged whole (k = 5 chunks: a buffer rounded up to 8) and, where a
-// slice holds more than one window, windows over one and two slices; those
-// that fit in lim's shared memory.
+// slice holds more than one window, windows over one and two slices, and
+// from 33 tokens the cooperative split-K sum (planGemv's, and 2-chunk
+// stages over 3 slices); those that fit in lim's shared memory.
 func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	c := []sparseChoice{
 		{kernel: sparseGemv, gemv: gemvOptions{}},
@@ -265,6 +279,7 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	if k/gemvChunk >= 2*gemvWindow(4, 1)+1 {
 		wg = append(wg, gemvOptions{wg: 1, sc: 4, splits: 1, window: 1}, gemvOptions{wg: 1, sc: 2, splits: 2, window: 1})
 	}
+	wg = append(wg, gemvOptions{coop: 1}, gemvOptions{coop: 1, sc: 2, splits: 3})
 	for _, o := range wg {
 		if _, err := planGemv(m, 32, k, lim, o); err == nil {
 			c = append(c, sparseChoice{kernel: sparseGemv, gemv: o})
@@ -345,7 +360,10 @@ func TestGPUDecodeDeterministic(t *testing.T) {
 			run{large, 64, decode(gemvOptions{wg: 1, splits: 2})},
 			run{small, 9, decode(gemvOptions{wg: 1, sc: 2, splits: 5})},
 			run{small, 1, decode(gemvOptions{splits: 2})},
-			run{large, 17, decode(gemvOptions{wg: 1, sc: 4, splits: 3})})
+			run{large, 17, decode(gemvOptions{wg: 1, sc: 4, splits: 3})},
+			run{large, 64, decode(gemvOptions{coop: 1, splits: 4})}, // cooperative sums, then tickets on the same counters
+			run{small, 40, decode(gemvOptions{coop: 1, sc: 2, splits: 5})},
+			run{large, 64, decode(gemvOptions{wg: 1, splits: 2})})
 	}
 	first := map[string][]float32{}
 	for rep := range 3 {
@@ -420,13 +438,14 @@ func TestGPUDecodeDegenerate(t *testing.T) {
 // TestGPUDecodeCorruptMeta flips one metadata nibble of a row to another
 // valid value and checks that the decode kernel's output changes in exactly
 // that column: rows read with selector 0 (g, g+8) and 1 (16+g, 24+g), a
-// random group of the row (so any chunk and slice), one and two slices.
+// random group of the row (so any chunk and slice), one and two slices
+// and, at 40 tokens, the cooperative split-K sum.
 func TestGPUDecodeCorruptMeta(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	const n, k = 64, 256
 	dt := F16
-	for _, m := range []int{1, 13} {
+	for _, m := range []int{1, 13, 40} {
 		xs := randDense(rng, dt, m*k)
 		x := upload16(t, d, xs)
 		for _, row := range []int{5, 13, 21, 30, 40, 60} {
@@ -462,6 +481,9 @@ func TestGPUDecodeCorruptMeta(t *testing.T) {
 			if d.fn.gemvLim.wg {
 				choices = append(choices, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{splits: 1, wg: 1}},
 					sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2, splits: 2, wg: 1}})
+				if m >= gemvCoopMinTokens {
+					choices = append(choices, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{sc: 2, splits: 2, coop: 1}})
+				}
 			}
 			for _, c := range choices {
 				w.dMeta = good

@@ -28,6 +28,12 @@ func (d *Device) launch(name string, fn uintptr, grid, block dim3, args ...uint6
 
 // launchShared is launch with smem bytes of dynamic shared memory.
 func (d *Device) launchShared(name string, fn uintptr, grid, block dim3, smem int, args ...uint64) error {
+	return d.launchWith(false, name, fn, grid, block, smem, args...)
+}
+
+// launchWith is launchShared, as a cooperative launch (cuLaunchCooperativeKernel:
+// every CTA of the grid resident at once, or an error) when coop is set.
+func (d *Device) launchWith(coop bool, name string, fn uintptr, grid, block dim3, smem int, args ...uint64) error {
 	if len(args) > maxKernelArgs {
 		return argError("launch %s: %d arguments, at most %d", name, len(args), maxKernelArgs)
 	}
@@ -38,6 +44,12 @@ func (d *Device) launchShared(name string, fn uintptr, grid, block dim3, smem in
 	for i, v := range args {
 		p.vals[i] = v
 		p.ptrs[i] = unsafe.Pointer(&p.vals[i])
+	}
+	if coop {
+		r := d.drv.cuLaunchCoop(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], uint32(smem), d.stream,
+			unsafe.Pointer(&p.ptrs[0]))
+		runtime.KeepAlive(p)
+		return d.drv.check("cuLaunchCooperativeKernel("+name+")", r)
 	}
 	r := d.drv.cuLaunch(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], uint32(smem), d.stream,
 		unsafe.Pointer(&p.ptrs[0]), nil)

@@ -386,18 +386,11 @@ __device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, in
   }
 }
 
-// finish stores a warp's sums of its 32 weight rows (block rb) for the
-// CTA's slice of K: to Y when the launch has one slice, else to the
-// workspace, after which the last slice of the row block to draw its
-// ticket adds them all up (reduce). Both the mma.sp and the warpgroup
-// kernels end with it.
+// store_sums stores a warp's sums of its 32 weight rows (block rb) to out,
+// in Y's [token][row] layout.
 template <int NT>
-__device__ __forceinline__ void finish(float* __restrict__ Y, float* __restrict__ W, const float (&acc)[NT][2][4],
-                                       int M, int N, int rb, int lane) {
-  // One slice: the sums are final. Several: this slice's part of them goes
-  // to the workspace, the same [token][row] layout as Y.
-  const int slices = gridDim.y;
-  float* out = slices == 1 ? Y : W + static_cast<size_t>(blockIdx.y) * M * N;
+__device__ __forceinline__ void store_sums(float* __restrict__ out, const float (&acc)[NT][2][4], int M, int N, int rb,
+                                           int lane) {
   // d0, d1: row g, tokens 2·tig, 2·tig+1 of the n-tile; d2, d3: row g+8.
   const int g = lane >> 2;
   const int tig = lane & 3;
@@ -413,6 +406,20 @@ __device__ __forceinline__ void finish(float* __restrict__ Y, float* __restrict_
       }
     }
   }
+}
+
+// finish stores a warp's sums of its 32 weight rows (block rb) for the
+// CTA's slice of K: to Y when the launch has one slice, else to the
+// workspace, after which the last slice of the row block to draw its
+// ticket adds them all up (reduce). Both the mma.sp and the warpgroup
+// kernels end with it.
+template <int NT>
+__device__ __forceinline__ void finish(float* __restrict__ Y, float* __restrict__ W, const float (&acc)[NT][2][4],
+                                       int M, int N, int rb, int lane) {
+  // One slice: the sums are final. Several: this slice's part of them goes
+  // to the workspace, the same [token][row] layout as Y.
+  const int slices = gridDim.y;
+  store_sums<NT>(slices == 1 ? Y : W + static_cast<size_t>(blockIdx.y) * M * N, acc, M, N, rb, lane);
   SFS_GEMV_TRACE(4);
   if (slices == 1) return;
 

@@ -52,6 +52,12 @@
 // at a named barrier, then queues the window after it into the buffer just
 // freed.
 //
+// With several slices the partial sums are added up as in gemv.cuh, by the
+// last slice of each row block to draw its ticket, or, in a cooperative
+// launch (every CTA resident at once), by all the slices together
+// (finish_coop): from 32 tokens the last slice's sum costs an L2 round trip
+// per slice or two, the shared one about two in all.
+//
 // Requirements (checked by the Go caller): those of gemv.cuh with
 // blockDim.x = 160 (4 consumer warps and the producer), kw = 1, xwin a
 // multiple of SC (or 0), and the dynamic shared memory documented at the
@@ -211,10 +217,68 @@ __device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32
   wg_commit();
 }
 
+// finish_coop is finish for a launch whose CTAs are all resident at once
+// (a cooperative launch): the S slices of row block rb share the sum
+// instead of leaving it to the last one. Each warp stores its partial
+// sums, announces them on the block's arrival counter and waits until all
+// S have; then slice s adds up tokens [s·q, (s+1)·q) (q = ceil(M/S)) over
+// the S partial sums in slice order from zero, as reduce does from 4
+// tokens, and stores them; the last warp to leave (departure counter)
+// puts both counters back to 0. The counters: arrival ((u32*)W)[-1-rb],
+// departure ((u32*)W)[-1-rb-blocks].
+template <int NT>
+__device__ __forceinline__ void finish_coop(float* __restrict__ Y, float* __restrict__ W,
+                                            const float (&acc)[NT][2][4], int M, int N, int rb, int lane) {
+  const int S = gridDim.y, slice = blockIdx.y, blocks = N / 32;
+  store_sums<NT>(W + static_cast<size_t>(slice) * M * N, acc, M, N, rb, lane);
+  __syncwarp();
+  unsigned* arrive = reinterpret_cast<unsigned*>(W) - 1 - rb;
+  unsigned* depart = arrive - blocks;
+  if (lane == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(arrive) : "memory");
+    unsigned v = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(arrive) : "memory");
+    } while (v < static_cast<unsigned>(S));
+  }
+  __syncwarp();
+  // Lane (tt = lane/8, c = lane%8): token t0 + tt + 4i, rows 32·rb + 4c .. +3.
+  const int q = (M + S - 1) / S, t0 = slice * q, t1 = min(M, t0 + q);
+  const float* w = W + 32 * rb + 4 * (lane & 7);
+  float* y = Y + 32 * rb + 4 * (lane & 7);
+  const size_t plane = static_cast<size_t>(M) * N;
+  constexpr int kLoads = 32;
+  for (int t = t0 + (lane >> 3); t < t1; t += 4) {
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < S; s0 += kLoads) {
+      float4 p[kLoads];
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) {
+        p[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        ld_cg4(p[j], w + (s0 + j) * plane + static_cast<size_t>(t) * N, s0 + j < S);
+      }
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) {
+        if (s0 + j < S) add4(sum, p[j]);
+      }
+    }
+    *reinterpret_cast<float4*>(y + static_cast<size_t>(t) * N) = sum;
+  }
+  __syncwarp();
+  if (lane == 0) {
+    unsigned old;
+    asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(depart) : "memory");
+    if (old == static_cast<unsigned>(S - 1)) {
+      *arrive = 0u;
+      *depart = 0u;
+    }
+  }
+}
+
 template <typename T, int NT, int SC>
 __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t* __restrict__ X,
                                           const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
-                                          float* __restrict__ W, int M, int N, int K, int xwin) {
+                                          float* __restrict__ W, int M, int N, int K, int xwin, int coop) {
   using S = Stage<SC>;
   constexpr int ST = S::kDepth;
   constexpr int kTokens = 8 * NT;
@@ -312,7 +376,11 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   cp_async_wait<0>();
   SFS_GEMV_TRACE(3);
   if (!active) return;
-  finish<NT>(Y, W, acc, M, N, rb, lane);
+  if (coop && gridDim.y > 1) {
+    finish_coop<NT>(Y, W, acc, M, N, rb, lane);
+  } else {
+    finish<NT>(Y, W, acc, M, N, rb, lane);
+  }
 }
 
 }  // namespace gemv

@@ -17,12 +17,16 @@
 // SC and B = 1, else (in windows of xwin chunks, a multiple of SC, through
 // two buffers) xcap = xwin and B = 2. The operands, the workspace and the
 // counters are those of gemv.cuh's entry points (sfsurgery.cu), and so is
-// the result, bit for bit.
+// the result, bit for bit. coop = 1 (several slices, M ≥ 4, every CTA
+// resident at once: a cooperative launch) has the slices share the sum
+// (finish_coop in gemv_wg.cuh), with the same bits, and needs 2·(N/32)
+// counters below the workspace; coop = 0 leaves it to the last slice.
 #define SFS_GEMV_WG(name, T, NT, SC)                                                                        \
   extern "C" __global__ void __launch_bounds__(32 * (sfs::gemv::kWgWarps + 1))                              \
       name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,           \
-           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin) {          \
-    sfs::gemv::kernel_wg<T, NT, SC>(Y, X, P, U, W, M, N, K, xwin);                                          \
+           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin,               \
+           int coop) {                                                                                        \
+    sfs::gemv::kernel_wg<T, NT, SC>(Y, X, P, U, W, M, N, K, xwin, coop);                                    \
   }
 #define SFS_GEMV_WG_SC(SC)                              \
   SFS_GEMV_WG(gemv_wg_bf16_t1_s##SC, sfs::BF16, 1, SC)  \

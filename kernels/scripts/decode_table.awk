@@ -14,7 +14,7 @@
   t[key, v] = us; p[key, v] = pc
 }
 END {
-  nv = split("auto mma wg decode-whole general memcpy dense", vs, " ");
+  nv = split("auto mma wg wg-tickets decode-whole general memcpy dense", vs, " ");
   printf "%-34s %-3s", "shape", "m"; for (j = 1; j <= nv; j++) printf " %11s", vs[j]; printf "\n";
   for (i = 1; i <= k; i++) { split(order[i], q, SUBSEP); printf "%-34s %-3s", q[1], q[2];
     for (j = 1; j <= nv; j++) printf " %11s", ((order[i], vs[j]) in t) ? sprintf("%.1f(%d)", t[order[i], vs[j]], p[order[i], vs[j]]) : "-";
