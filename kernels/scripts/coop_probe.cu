@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "../cuda/gemv_wg.cuh"
-#include "probe_check.cuh"
+#include "probe_time.cuh"  // CK, Busy, timeit
 
 #define WG(name, NT, SC)                                                                                         \
   __global__ void __launch_bounds__(160) name(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, \
@@ -52,10 +52,7 @@ int main() {
   CK(cudaMalloc(&w, counters * 4 + 32 * 64 * 28672ull * 4));
   CK(cudaMemset(w, 0, counters * 4));
   float* work = reinterpret_cast<float*>(w + counters * 4);
-  char* busy[2];
-  const size_t busyBytes = 256 << 20;
-  CK(cudaMalloc(&busy[0], busyBytes));
-  CK(cudaMalloc(&busy[1], busyBytes));
+  const Busy busy = make_busy(256 << 20);
   for (auto fn : {wg_t1_s4, wg_t2_s4, wg_t8_s2})
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
   int sms;
@@ -101,25 +98,7 @@ int main() {
           CK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fn), grid, dim3(160), args, smem, 0));
         }
       };
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      std::vector<float> per;
-      int i = 0;
-      launch(i++);
-      CK(cudaGetLastError());
-      for (int rep = 0; rep < 7; ++rep) {
-        CK(cudaMemcpyAsync(busy[1], busy[0], busyBytes, cudaMemcpyDeviceToDevice));
-        CK(cudaEventRecord(e0));
-        for (int j = 0; j < 20; ++j) launch(i++);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        per.push_back(ms * 1000 / 20);
-      }
-      std::sort(per.begin(), per.end());
-      us[mode] = per[per.size() / 2];
+      us[mode] = timeit(busy, launch);
       launch(0);
       CK(cudaDeviceSynchronize());
     }

@@ -35,7 +35,7 @@ __device__ unsigned long long g_trace[1 << 14][5];
 #endif
 #include GEMV_CUH
 
-#include "probe_check.cuh"  // CK
+#include "probe_time.cuh"  // CK, Busy, timeit
 
 #define PROBE(name, NT, SC)                                                                           \
   __global__ void __launch_bounds__(256) name(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, \
@@ -127,40 +127,10 @@ struct Bufs {
   uint16_t* x;
   float* y;
   float* work;  // after counters
-  char* busy[2];
-  size_t busyBytes;
+  Busy busy;
 };
 
 static const int kRot = 8;
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// timeit runs launch(i) in 7 batches of 20 after a large copy each and
-// returns the median µs per call.
-template <typename F>
-static float timeit(Bufs& b, F launch) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> per;
-  int i = 0;
-  launch(i++);
-  for (int rep = 0; rep < 7; ++rep) {
-    CK(cudaMemcpyAsync(b.busy[1], b.busy[0], b.busyBytes, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(e0));
-    for (int j = 0; j < 20; ++j) launch(i++);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    per.push_back(ms * 1000 / 20);
-  }
-  CK(cudaGetLastError());
-  return median(per);
-}
 
 // main: "probe" times read kernels, then plans; "probe plans" only plans.
 int main(int argc, char** argv) {
@@ -168,10 +138,7 @@ int main(int argc, char** argv) {
   Bufs b;
   const size_t maxN = 14336, maxK = 14336;
   const size_t packBytes = maxN * 4096;  // largest n·k/2·2 of the shapes below: 14336×4096
-  b.busyBytes = 256 << 20;
-  CK(cudaMalloc(&b.busy[0], b.busyBytes));
-  CK(cudaMalloc(&b.busy[1], b.busyBytes));
-  CK(cudaMemset(b.busy[0], 1, b.busyBytes));
+  b.busy = make_busy(256 << 20);
   for (int r = 0; r < kRot; ++r) {
     uint16_t* p;
     uint32_t* m;
@@ -197,7 +164,7 @@ int main(int argc, char** argv) {
 
   for (int ctas : {128, 528}) {
     if (!reads) break;
-    float us = timeit(b, [&](int) { empty<<<ctas, 256>>>(reinterpret_cast<int*>(sink)); });
+    float us = timeit(b.busy, [&](int) { empty<<<ctas, 256>>>(reinterpret_cast<int*>(sink)); });
     printf("empty %4d CTAs x 256: %7.2f us\n", ctas, us);
   }
   // Plain reads of the weight bytes (packed + meta) of q_o, k_v, gate_up.
@@ -207,14 +174,14 @@ int main(int argc, char** argv) {
     if (!reads) break;
     for (int ctas : {128, 132, 264, 528}) {
       const size_t per = (r.bytes / ctas + 15) / 16 * 16;
-      float us = timeit(b, [&](int i) {
+      float us = timeit(b.busy, [&](int i) {
         read_static<<<ctas, 256>>>(reinterpret_cast<const uint4*>(b.pack[i % kRot]), per, sink);
       });
       printf("read_static %-8s %6.2f MB %4d CTAs x 256: %7.2f us  %.0f GB/s\n", r.name, r.bytes / 1e6, ctas, us,
              r.bytes / us / 1e3);
     }
     for (int ctas : {132 * 4, 132 * 16}) {
-      float us = timeit(b, [&](int i) {
+      float us = timeit(b.busy, [&](int i) {
         read_stride<<<ctas, 256>>>(reinterpret_cast<const uint4*>(b.pack[i % kRot]), r.bytes / 16, sink);
       });
       printf("read_stride %-8s %6.2f MB %4d CTAs x 256: %7.2f us  %.0f GB/s\n", r.name, r.bytes / 1e6, ctas, us,
@@ -228,7 +195,7 @@ int main(int argc, char** argv) {
   for (auto& r : rr) {
     if (!reads) break;
     for (int rot : {0, 1, 5, 7}) {
-      float us = timeit(b, [&](int i) {
+      float us = timeit(b.busy, [&](int i) {
         read_rows<<<r.n / 32, 256>>>(reinterpret_cast<const uint4*>(b.pack[i % kRot]), r.k / 16, rot, sink);
       });
       const double bytes = double(r.n) * r.k;
@@ -270,15 +237,15 @@ int main(int argc, char** argv) {
       fn<<<grid, 32 * p.warps, smem>>>(b.y, b.x, b.pack[i % kRot], b.meta[i % kRot], b.work, p.m, p.n, p.k, p.xwin,
                                       p.kw);
     };
-    float us = timeit(b, launch);
+    float us = timeit(b.busy, launch);
     const double bytes = p.n * double(p.k) * 9 / 8;
     printf("%-34s grid %3dx%-2d smem %6d: %7.2f us  %.0f GB/s\n", p.name, grid.x, grid.y, smem, us,
            bytes / us / 1e3);
     if (!p.trace) continue;
     // Timeline of one launch after a warm one, behind a large copy.
-    CK(cudaMemcpyAsync(b.busy[1], b.busy[0], b.busyBytes, cudaMemcpyDeviceToDevice));
+    queue_busy(b.busy);
     launch(3);
-    CK(cudaMemcpyAsync(b.busy[1], b.busy[0], 8 << 20, cudaMemcpyDeviceToDevice));
+    queue_busy(b.busy, 8 << 20);
     launch(4);
     CK(cudaDeviceSynchronize());
     const int ctas = grid.x * grid.y;

@@ -1,6 +1,7 @@
 // probe_check.cuh: CK, the error check of the standalone probes in
-// kernels/scripts/ (gemv_probe.cu, wgmma_sp_probe.cu): it prints the file,
-// line, call and CUDA error and exits with status 1.
+// kernels/scripts/ (wgmma_sp_probe.cu, and gemv_probe.cu and coop_probe.cu
+// through probe_time.cuh): it prints the file, line, call and CUDA error
+// and exits with status 1.
 #pragma once
 
 #include <cstdio>
