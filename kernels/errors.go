@@ -37,6 +37,7 @@ const (
 	cudaErrorInvalidPTX         = 218 // CUDA_ERROR_INVALID_PTX
 	cudaErrorNoBinaryForGPU     = 209 // CUDA_ERROR_NO_BINARY_FOR_GPU
 	cudaErrorJITCompilerMissing = 221 // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+	cudaErrorCoopTooLarge       = 720 // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
 )
 
 // unavailable returns an error wrapping ErrUnavailable (and cause, if any)

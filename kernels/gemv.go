@@ -244,12 +244,26 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 	ti, si := bits.TrailingZeros(uint(p.tiles)), bits.TrailingZeros(uint(p.sc))-1
 	block := dim3{uint32(p.threads()), 1, 1}
 	if p.wg {
-		coop := 0
-		if p.coop {
-			coop = 1
+		fn := d.fn.gemvWG[di][ti][si]
+		launch := func(coop bool) error {
+			flag := 0
+			if coop {
+				flag = 1
+			}
+			return d.launchWith(coop, "gemv_wg", fn, p.grid(n), block, p.smem,
+				y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(flag))
 		}
-		return d.launchWith(p.coop, "gemv_wg", d.fn.gemvWG[di][ti][si], p.grid(n), block, p.smem,
-			y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(coop))
+		err := launch(p.coop)
+		var ce *CUDAError
+		if p.coop && errors.As(err, &ce) && ce.Code == cudaErrorCoopTooLarge {
+			// Fewer CTAs fit at once than planGemv counted on (a shared or
+			// partitioned GPU): the last slice's sum, now and for the
+			// plan's later launches. Nothing was queued.
+			p.coop = false
+			d.fn.gemvPlans[gemvKey{m, n, k, o, cand}] = p
+			return launch(false)
+		}
+		return err
 	}
 	return d.launchShared("gemv", d.fn.gemv[di][ti][si], p.grid(n), block, p.smem,
 		y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(p.kw))

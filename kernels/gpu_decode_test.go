@@ -392,6 +392,43 @@ func TestGPUDecodeDeterministic(t *testing.T) {
 	}
 }
 
+// TestGPUDecodeCoopFallback checks a cooperative plan whose CTAs do not all
+// fit on the GPU at once (planned here for a device claiming far more SMs
+// than it has, as on a shared or partitioned GPU): its launch falls back to
+// the last slice's sum, with the same bits as the ticket plan, and the
+// cached plan stops being cooperative.
+func TestGPUDecodeCoopFallback(t *testing.T) {
+	d := openGPU(t)
+	if !d.fn.gemvLim.wg {
+		t.Skip("no warpgroup form (sm_90a) on this device: no cooperative plans")
+	}
+	saved := d.fn.gemvLim
+	d.fn.gemvLim.sms *= 100
+	d.fn.gemvPlans = nil // plans made with the real limits
+	defer func() {
+		d.fn.gemvLim = saved
+		d.fn.gemvPlans = nil
+	}()
+	rng := testRand(t)
+	const m, n, k = 64, 14336, 4096 // 112 row groups × 4 slices: 448 CTAs, more than fit
+	w := newWeight(t, d, rng, BF16, n, k)
+	defer w.free(t)
+	x := upload16(t, d, randDense(rng, BF16, m*k))
+	defer freeAll(t, x)
+	coopOpts := gemvOptions{coop: 1, splits: 4, sc: 2}
+	if p, err := planGemv(m, n, k, d.fn.gemvLim, coopOpts); err != nil || !p.coop || int(p.grid(n)[0]*p.grid(n)[1]) <= saved.sms {
+		t.Fatalf("plan %v, %v: want a cooperative plan of more than %d CTAs", p, err, saved.sms)
+	}
+	coop := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: coopOpts})
+	tickets := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{coop: -1, wg: 1, splits: 4, sc: 2}})
+	if i := bitDiff(coop, tickets); i >= 0 {
+		t.Errorf("y[%d] = %v after the fallback, the ticket plan's %v", i, coop[i], tickets[i])
+	}
+	if p, ok := d.fn.gemvPlans[gemvKey{m, n, k, coopOpts, 0}]; !ok || p.coop {
+		t.Errorf("cached plan %v (found %v): want the fallback, not cooperative", p, ok)
+	}
+}
+
 // TestGPUDecodeDegenerate runs the decode kernel on weights whose groups
 // keep fewer than 2 values: all zero (y must be exactly zero, also when
 // partial sums are added) and one value per group.
