@@ -19,7 +19,10 @@ import (
 // capability 9.0 the kernel also comes in a warpgroup form
 // (cuda/gemv_wg.cuh, from the sm_90a module: a producer warp queues the
 // weight copies, four consumer warps multiply with wgmma.sp), with the
-// same results bit for bit. planGemv (gemvplan.go) chooses the launch.
+// same results bit for bit; from gemvCoopMinTokens its launches of several
+// slices may be cooperative, every slice sharing the sum (the same bits
+// again), and fall back to the last slice's sum where the driver refuses
+// them. planGemv (gemvplan.go) chooses the launch.
 const (
 	gemvMaxTokens  = 64 // 8 tiles of 8 tokens
 	gemvMaxWarps   = 8  // the kernels' __launch_bounds__(256)
