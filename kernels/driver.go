@@ -50,6 +50,13 @@ type driver struct {
 	cuEventElapsed  func(ms *float32, start, end uintptr) int32
 	cuEventDestroy  func(e uintptr) int32
 
+	cuStreamBeginCapture func(s uintptr, mode int32) int32
+	cuStreamEndCapture   func(s uintptr, g *uintptr) int32
+	cuGraphInstantiate   func(exec *uintptr, g uintptr, flags uint64) int32
+	cuGraphLaunch        func(exec uintptr, s uintptr) int32
+	cuGraphExecDestroy   func(exec uintptr) int32
+	cuGraphDestroy       func(g uintptr) int32
+
 	cuGetErrorName   func(code int32, s **byte) int32
 	cuGetErrorString func(code int32, s **byte) int32
 }
@@ -95,6 +102,12 @@ func loadDriver(lib string) (*driver, error) {
 		sym(&d.cuEventSync, "cuEventSynchronize"),
 		sym(&d.cuEventElapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
 		sym(&d.cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy"),
+		sym(&d.cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
+		sym(&d.cuStreamEndCapture, "cuStreamEndCapture"),
+		sym(&d.cuGraphInstantiate, "cuGraphInstantiateWithFlags"),
+		sym(&d.cuGraphLaunch, "cuGraphLaunch"),
+		sym(&d.cuGraphExecDestroy, "cuGraphExecDestroy"),
+		sym(&d.cuGraphDestroy, "cuGraphDestroy"),
 		sym(&d.cuGetErrorName, "cuGetErrorName"),
 		sym(&d.cuGetErrorString, "cuGetErrorString"),
 	}
