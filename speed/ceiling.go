@@ -79,7 +79,7 @@ func measureGEMM(dev *kernels.Device, a *arena, tm *timer, dt kernels.DType, can
 	}
 	var best time.Duration
 	for cand := range min(count, candidates) {
-		s, _, err := tm.measure(func(int) error { return dev.DenseMatmulCandidate(y, x[0], w[0], dt, g, g, g, cand) })
+		s, _, err := tm.measure(1, func(int) error { return dev.DenseMatmulCandidate(y, x[0], w[0], dt, g, g, g, cand) })
 		if err != nil {
 			return fmt.Errorf("speed: math ceiling, candidate %d: %w", cand, err)
 		}

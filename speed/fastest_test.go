@@ -33,7 +33,7 @@ func TestFastest(t *testing.T) {
 		return float64(cand) * 1e-6, nil
 	}
 	run := func(cand, i int) error { cur = cand; runs[cand]++; return nil }
-	f := s.fastest(len(per), check, run)
+	f := s.fastest(len(per), 1, check, run)
 	if f.cand != 2 || f.sum.Median != 20*time.Microsecond || f.relErr != 2e-6 {
 		t.Errorf("fastest %+v, want candidate 2 at 20 µs", f)
 	}
@@ -43,10 +43,10 @@ func TestFastest(t *testing.T) {
 	if runs[1] != 0 || runs[0] == 0 || runs[3] == 0 {
 		t.Errorf("runs per candidate %v: the wrong one must never run, the others must", runs)
 	}
-	if f := s.fastest(2, func(int) (float64, error) { return 1, ErrWrong }, run); f.cand != -1 || f.err == nil {
+	if f := s.fastest(2, 1, func(int) (float64, error) { return 1, ErrWrong }, run); f.cand != -1 || f.err == nil {
 		t.Errorf("no right candidate: %+v", f)
 	}
-	if f := s.fastest(0, check, run); f.cand != -1 || f.err == nil {
+	if f := s.fastest(0, 1, check, run); f.cand != -1 || f.err == nil {
 		t.Errorf("no candidate: %+v", f)
 	}
 }

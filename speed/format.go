@@ -50,8 +50,7 @@ func writeEnv(b *strings.Builder, rep *Report) {
 		e.SMs, e.L2Bytes>>20, e.Driver, e.DenseBackend, lt, rep.DType)
 	fmt.Fprintf(b, "ceilings: copy %.0f GB/s (read+write, %d MiB), dense %.0f TFLOP/s (%s), sparse %.0f TFLOP/s (2x)\n",
 		c.BandwidthGBs, c.CopyBytes>>20, c.DenseTFLOPS, c.GEMM, c.SparseTFLOPS)
-	fmt.Fprintf(b, "timing: median of %d runs after %d warm-up, CUDA events per run, inputs rotated over ≥ %d MiB\n\n",
-		rep.Method.Runs, rep.Method.Warmup, rep.Method.RotateBytes>>20)
+	fmt.Fprintf(b, "timing: %s; inputs rotated over ≥ %d MiB\n\n", timing(rep.Method), rep.Method.RotateBytes>>20)
 }
 
 // writeHeadlines writes the best and worst speedups per backend and

@@ -32,10 +32,10 @@ func WriteMarkdown(w io.Writer, rep *Report, policy []PolicyEntry, plotFile stri
 	fmt.Fprintf(&b, "| bandwidth ceiling | %.0f GB/s (device-to-device copy of %d MiB, read + write) |\n"+
 		"| math ceiling | %.0f TFLOP/s dense (%s), %.0f sparse (2x) |\n", c.BandwidthGBs, c.CopyBytes>>20,
 		c.DenseTFLOPS, c.GEMM, c.SparseTFLOPS)
-	fmt.Fprintf(&b, "| timing | median of %d runs after %d warm-up, CUDA events around each run, a large copy queued "+
+	fmt.Fprintf(&b, "| timing | %s, a large copy queued "+
 		"first so the GPU never waits for the host, inputs rotated over ≥ %d MiB (2× L2); dense is the fastest of "+
 		"cuBLASLt's first %d heuristic candidates%s; every sparse result checked against dense before it is timed |\n\n",
-		rep.Method.Runs, rep.Method.Warmup, rep.Method.RotateBytes>>20, rep.Method.DenseCandidates, oursPlans(rep.Method))
+		timing(rep.Method), rep.Method.RotateBytes>>20, rep.Method.DenseCandidates, oursPlans(rep.Method))
 	b.WriteString("Speedup = dense median / sparse median; TFLOP/s counts the dense-equivalent 2·M·N·K for every " +
 		"backend; the floor is max(bytes / bandwidth, FLOPs / peak) with each backend's weight bytes and the sparse " +
 		"peak at 2× dense; \"of floor\" is floor / time.\n")
@@ -147,6 +147,17 @@ func writeTable(b *strings.Builder, rep *Report) {
 // oursPlans says how our kernel's launch plan was chosen, for the method
 // line: the fastest of its planner's first candidates, or (in reports from
 // before they were timed) the planner's choice.
+// timing describes how m timed each row.
+func timing(m Method) string {
+	if m.GraphCalls <= 1 {
+		return fmt.Sprintf("median of %d runs after %d warm-up, CUDA events around each run", m.Runs, m.Warmup)
+	}
+	return fmt.Sprintf("runs under a millisecond captured up to %d at a time into a CUDA graph, as an engine "+
+		"replays a decode step, and each replay timed between CUDA events, a run's time being its replay's over its "+
+		"runs (each row's batch is in the JSON): the median of %d replays after %d warm-up runs; longer runs timed "+
+		"one by one, the median of %d", m.GraphCalls, m.Runs, m.Warmup, m.Runs)
+}
+
 func oursPlans(m Method) string {
 	switch m.SparseCandidates {
 	case 0:

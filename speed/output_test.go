@@ -170,3 +170,31 @@ func TestHeadlines(t *testing.T) {
 		t.Errorf("cuSPARSELt prefill: %+v", h)
 	}
 }
+
+// TestTimingMethod checks that the documents say how rows were timed: one
+// by one for reports without graphs, by graph replays when they were.
+func TestTimingMethod(t *testing.T) {
+	for _, c := range []struct {
+		graphCalls int
+		want, not  string
+	}{
+		{0, "CUDA events around each run", "CUDA graph"},
+		{1, "CUDA events around each run", "CUDA graph"},
+		{20, "captured up to 20 at a time into a CUDA graph", "around each run"},
+	} {
+		rep := sampleReport()
+		rep.Method.GraphCalls = c.graphCalls
+		var txt, md bytes.Buffer
+		if err := WriteText(&txt, rep); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteMarkdown(&md, rep, DerivePolicy(rep.Shapes, rep.Rows, DefaultMinSpeedup), ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range []string{txt.String(), md.String()} {
+			if !strings.Contains(doc, c.want) || strings.Contains(doc, c.not) {
+				t.Errorf("graph calls %d: the timing line lacks %q or has %q", c.graphCalls, c.want, c.not)
+			}
+		}
+	}
+}

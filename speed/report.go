@@ -62,6 +62,12 @@ type Method struct {
 	// Statistic is "median": each row's time is the median of Runs
 	// per-iteration CUDA event pairs.
 	Statistic string `json:"statistic"`
+	// GraphCalls is the most runs a timed CUDA-graph replay holds (rows
+	// whose run takes under a millisecond; their Batch says how many):
+	// each pair of events then times a replay, and a run's time is the
+	// replay's over its runs. 0 (reports from before graphs, or
+	// --graph-calls 1): each run timed on its own.
+	GraphCalls int `json:"graph_calls,omitempty"`
 	// RotateBytes is the least number of bytes the rotated input copies
 	// of one row add up to (twice the L2 cache).
 	RotateBytes int64 `json:"rotate_bytes"`
@@ -97,6 +103,9 @@ type Row struct {
 	MinUS    float64 `json:"min_us,omitempty"`
 	MaxUS    float64 `json:"max_us,omitempty"`
 	Runs     int     `json:"runs,omitempty"`
+	// Batch is the runs each timed CUDA-graph replay held (the times are
+	// per run); 0 or 1: each run timed on its own between CUDA events.
+	Batch int `json:"batch,omitempty"`
 	// TFLOPS is the dense-equivalent rate 2·M·N·K / median, for every
 	// backend.
 	TFLOPS float64 `json:"tflops,omitempty"`

@@ -9,6 +9,11 @@ import (
 type Summary struct {
 	Median, Min, Max time.Duration
 	Runs             int
+	// Batch is the runs each timed replay of a CUDA graph held (the
+	// times are per run); 1 or 0: every run timed on its own.
+	Batch int
+	// Note says why runs meant for a graph were timed one by one.
+	Note string
 }
 
 // Summarize returns the median (the mean of the two middle values for an

@@ -23,11 +23,15 @@ type Options struct {
 	// SparseCandidates is how many of our kernel's launch plans are
 	// timed per row (kernels.Device.SparseCandidates); 8 when 0.
 	SparseCandidates int
-	MinSpeedup       float64 // the policy's threshold; DefaultMinSpeedup when 0
-	GEMMShare        float64 // the estimate's share of step time; DefaultGEMMShare when 0
-	Seed             uint64  // of the random weights and activations
-	NoSparseLt       bool    // leave cuSPARSELt out even when it is found
-	Tool, Command    string  // recorded in the report
+	// GraphCalls is the most runs of a row captured into one CUDA graph
+	// and timed as one replay (rows whose run takes under a millisecond):
+	// DefaultGraphCalls when 0; 1 times every run on its own.
+	GraphCalls    int
+	MinSpeedup    float64 // the policy's threshold; DefaultMinSpeedup when 0
+	GEMMShare     float64 // the estimate's share of step time; DefaultGEMMShare when 0
+	Seed          uint64  // of the random weights and activations
+	NoSparseLt    bool    // leave cuSPARSELt out even when it is found
+	Tool, Command string  // recorded in the report
 	// Progress, when set, is called after each shape and M.
 	Progress func(done, total int, what string)
 	// Notef, when set, receives each note as it is made.
@@ -57,6 +61,9 @@ func (opt Options) withDefaults() Options {
 	}
 	if opt.SparseCandidates <= 0 {
 		opt.SparseCandidates = 8
+	}
+	if opt.GraphCalls <= 0 {
+		opt.GraphCalls = DefaultGraphCalls
 	}
 	if opt.MinSpeedup <= 0 {
 		opt.MinSpeedup = DefaultMinSpeedup
@@ -98,8 +105,8 @@ func Run(ctx context.Context, dev *kernels.Device, shapes []Shape, opt Options) 
 	s.rep = &Report{Schema: ReportSchema, Tool: opt.Tool, Date: time.Now().UTC(), Command: opt.Command,
 		DType: opt.DType.String(), Shapes: shapes, Ms: opt.Ms,
 		Method: Method{Warmup: opt.Warmup, Runs: opt.Runs, Statistic: "median", DenseCandidates: opt.DenseCandidates,
-			SparseCandidates: opt.SparseCandidates,
-			MinSpeedup:       opt.MinSpeedup, GEMMShare: opt.GEMMShare}}
+			SparseCandidates: opt.SparseCandidates, GraphCalls: opt.GraphCalls,
+			MinSpeedup: opt.MinSpeedup, GEMMShare: opt.GEMMShare}}
 	if err := s.describe(); err != nil {
 		return nil, err
 	}
@@ -187,7 +194,7 @@ func (s *sweeper) ceilings(a *arena) error {
 	if err != nil {
 		return err
 	}
-	s.tm = newTimer(s.dev, blk.src, blk.dst, blk.time, s.opt.Warmup, s.opt.Runs)
+	s.tm = newTimer(s.dev, blk.src, blk.dst, blk.time, s.opt.Warmup, s.opt.Runs, s.opt.GraphCalls)
 	if err := measureGEMM(s.dev, a, s.tm, s.opt.DType, s.opt.DenseCandidates, s.opt.Seed+1<<40, &c); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package speed
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sfsurgery/sfsurgery/kernels"
 )
@@ -87,6 +88,10 @@ func (s *sweeper) output(y *kernels.Buffer, count, outBytes int, product func() 
 // finish fills a row's time, rate, floor and speedup from its summary.
 func (s *sweeper) finish(row *Row, sum Summary, hostBound bool, weight int64, outBytes int, dense Row) {
 	row.MedianUS, row.MinUS, row.MaxUS, row.Runs = us(sum.Median), us(sum.Min), us(sum.Max), sum.Runs
+	row.Batch = sum.Batch
+	if sum.Note != "" {
+		row.Detail = strings.TrimPrefix(row.Detail+"; "+sum.Note, "; ")
+	}
 	row.TFLOPS = TFLOPS(row.M, row.N, row.K, sum.Median)
 	cost := RowCost(row.Backend, row.M, row.N, row.K, weight, outBytes, s.rep.Ceilings)
 	row.Bytes, row.FloorUS, row.Bound = cost.Bytes, us(cost.Floor), cost.Bound
@@ -109,7 +114,7 @@ func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row 
 	wBytes := WeightBytes(Dense, n, k, 0)
 	if !s.hasLt {
 		row.Backend, row.Detail = DenseOwn, "no cuBLASLt"
-		sum, hb, err := s.tm.measure(func(i int) error {
+		sum, hb, err := s.tm.measure(b.copies, func(i int) error {
 			x, y := r.rotation(i)
 			return s.dev.DenseMatmul(y, x, b.dense[i%b.copies], dt, m, n, k)
 		})
@@ -127,7 +132,7 @@ func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row 
 		return row
 	}
 	tried := min(count, s.opt.DenseCandidates)
-	f := s.fastest(tried, func(cand int) (float64, error) {
+	f := s.fastest(tried, b.copies, func(cand int) (float64, error) {
 		check := min(m, refRows)
 		got, err := s.output(r.y[0], check*n, 4, func() error {
 			return s.dev.DenseMatmulCandidate(r.y[0], r.x[0], b.pruned, dt, m, n, k, cand)
@@ -163,8 +168,9 @@ type fastestRun struct {
 
 // fastest checks each of the first tried candidates of a backend and
 // times the ones whose result is right (check returns the relative error
-// against the reference), keeping the one of least median time.
-func (s *sweeper) fastest(tried int, check func(cand int) (float64, error), run func(cand, i int) error) fastestRun {
+// against the reference), keeping the one of least median time; run(cand,
+// i) uses rotation copy i of copies.
+func (s *sweeper) fastest(tried, copies int, check func(cand int) (float64, error), run func(cand, i int) error) fastestRun {
 	f := fastestRun{cand: -1}
 	var errs []error
 	for cand := range tried {
@@ -172,7 +178,7 @@ func (s *sweeper) fastest(tried int, check func(cand int) (float64, error), run 
 		if err == nil {
 			var sum Summary
 			var hb bool
-			if sum, hb, err = s.tm.measure(func(i int) error { return run(cand, i) }); err == nil &&
+			if sum, hb, err = s.tm.measure(copies, func(i int) error { return run(cand, i) }); err == nil &&
 				(f.cand < 0 || sum.Median < f.sum.Median) {
 				f = fastestRun{cand: cand, sum: sum, hostBound: hb, relErr: rel}
 			}
@@ -189,8 +195,9 @@ func (s *sweeper) fastest(tried int, check func(cand int) (float64, error), run 
 }
 
 // checked checks a sparse backend's result and, only when it is right,
-// times run: a wrong result leaves the row with its error and no time.
-func (s *sweeper) checked(row Row, check func() (float64, error), run func(i int) error, weight int64, outBytes int,
+// times run (over copies rotation copies): a wrong result leaves the row
+// with its error and no time.
+func (s *sweeper) checked(row Row, copies int, check func() (float64, error), run func(i int) error, weight int64, outBytes int,
 	dense Row) Row {
 	rel, err := check()
 	row.RelErr = finite(rel)
@@ -198,7 +205,7 @@ func (s *sweeper) checked(row Row, check func() (float64, error), run func(i int
 		row.Error = err.Error()
 		return row
 	}
-	sum, hb, err := s.tm.measure(run)
+	sum, hb, err := s.tm.measure(copies, run)
 	if err != nil {
 		row.Error = err.Error()
 		return row
@@ -223,7 +230,7 @@ func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 	}
 	tried := min(len(names), s.opt.SparseCandidates)
 	relErr := 0.0
-	f := s.fastest(tried, func(cand int) (float64, error) {
+	f := s.fastest(tried, b.copies, func(cand int) (float64, error) {
 		got, err := s.output(r.y[0], m*n, 4, func() error {
 			return s.dev.SparseMatmulCandidate(r.y[0], r.x[0], b.packed[0], b.meta[0], dt, m, n, k, cand)
 		})
@@ -283,7 +290,7 @@ func (s *sweeper) cusparselt(base Row, b *shapeBufs, r *rowBufs, dense Row) Row 
 		}
 		return compare(got, r.ref, outTolerance(k, out))
 	}
-	return s.checked(row, check, func(i int) error {
+	return s.checked(row, b.copies, check, func(i int) error {
 		x, y := r.rotation(i)
 		return plan.Matmul(y, x, b.lt[i%b.copies])
 	}, b.ltBytes, out, dense)

@@ -28,6 +28,7 @@ type benchFlags struct {
 	share                     float64
 	runs, warmup, candidates  int
 	sparseCandidates          int
+	graphCalls                int
 	gpu                       int
 	seed                      uint64
 }
@@ -47,9 +48,12 @@ first launch plans, each checked), and cuSPARSELt when the library is found
 the weights and activations are random, pruned 2:4.
 
 Every sparse result is checked against dense before it is timed. Times
-are medians of per-run CUDA events after warm-up, with inputs rotated
-over twice the L2 cache; the bandwidth and math ceilings are measured in
-the same run and each row reports the fraction of its floor it reached.
+are medians after warm-up, with inputs rotated over twice the L2 cache:
+a run under a millisecond is captured with the next ones (up to
+--graph-calls) into a CUDA graph, as engines replay decode steps, and
+its time is a replay's over its runs; longer runs are timed one by one
+with CUDA events. The bandwidth and math ceilings are measured in the
+same run and each row reports the fraction of its floor it reached.
 
 --shapes takes NxK (out x in), OPS=NxK (q+o=4096x4096) or a model
 shape: tinyllama, llama3-8b, llama3-70b.
@@ -81,6 +85,8 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	fl.IntVar(&f.candidates, "dense-candidates", 4, "cuBLASLt heuristic candidates timed per row")
 	fl.IntVar(&f.sparseCandidates, "sparse-candidates", 8,
 		"launch plans of sfsurgery's decode kernel timed per row (M ≤ 64), the planner's best guesses first; 1: its choice alone")
+	fl.IntVar(&f.graphCalls, "graph-calls", speed.DefaultGraphCalls,
+		"most runs of a row captured into one CUDA graph and timed as one replay (runs under 1 ms); 1: time each run alone")
 	fl.IntVar(&f.gpu, "gpu", 0, "CUDA device ordinal")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the random weights and activations")
 	fl.BoolVar(&f.noLt, "no-cusparselt", false, "leave cuSPARSELt out")
@@ -114,6 +120,9 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.graphCalls < 1 {
+		return fmt.Errorf("--graph-calls %d: want at least 1", f.graphCalls)
+	}
 	if f.candidates < 1 || f.sparseCandidates < 1 {
 		return fmt.Errorf("--dense-candidates %d, --sparse-candidates %d: want at least 1 each", f.candidates,
 			f.sparseCandidates)
@@ -140,8 +149,8 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	errw := cmd.ErrOrStderr()
 	bar := newCountBar(errw, len(shapes)*len(ms), f.quiet)
 	opt := speed.Options{Ms: ms, DType: dt, Warmup: f.warmup, Runs: f.runs, DenseCandidates: f.candidates,
-		SparseCandidates: f.sparseCandidates,
-		GEMMShare:        f.share, Seed: f.seed, NoSparseLt: f.noLt, Tool: "sfsurgery " + toolVersion(),
+		SparseCandidates: f.sparseCandidates, GraphCalls: f.graphCalls,
+		GEMMShare: f.share, Seed: f.seed, NoSparseLt: f.noLt, Tool: "sfsurgery " + toolVersion(),
 		Command: commandLine(cmd, args), Progress: bar.step,
 		Notef: func(format string, a ...any) {
 			if !f.quiet {

@@ -59,6 +59,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "--shapes", "64x64", "--gemm-share", "1.5", "--list"},
 		{"bench", "--shapes", "64x64", "--dense-candidates", "0", "--list"},
 		{"bench", "--shapes", "64x64", "--sparse-candidates", "-1", "--list"},
+		{"bench", "--shapes", "64x64", "--graph-calls", "0", "--list"},
 		{"bench", "--shapes", "64x64", "--plot", "out.gif", "--list"},
 		{"bench", "/no/such/checkpoint", "--list"},
 	} {
