@@ -211,6 +211,43 @@ func BenchmarkGPUDecode(b *testing.B) {
 // Run it with -test.benchtime 1x; kernels/scripts/decode_sweep.awk
 // summarises the log.
 func BenchmarkGPUDecodeSweep(b *testing.B) {
+	benchSweep(b, func(m, n, k int, lim gemvLimits) []gemvOptions {
+		return append([]gemvOptions{{wg: -1}}, gemvSweep(m, n, k, lim)...)
+	}, func(j int, p gemvPlan) string {
+		if j == 0 {
+			return "default"
+		}
+		return "sweep"
+	})
+}
+
+// BenchmarkGPUDecodeSweepWG is BenchmarkGPUDecodeSweep for the warpgroup
+// form (sm_90a devices), over the plans of gemvSweepWG (and planGemv's
+// choice of that form, "wg-default"); its lines are of kind "wg", or
+// "wg-coop" for a cooperative split-K sum, in the same format (w = 4,
+// kw = 1).
+func BenchmarkGPUDecodeSweepWG(b *testing.B) {
+	benchSweep(b, func(m, n, k int, lim gemvLimits) []gemvOptions {
+		if !lim.wg {
+			b.Skip("the warpgroup form needs an sm_90a device")
+		}
+		return append([]gemvOptions{{wg: 1}}, gemvSweepWG(m, n, k, lim)...)
+	}, func(j int, p gemvPlan) string {
+		kind := "wg"
+		if j == 0 {
+			kind = "wg-default"
+		}
+		if p.coop {
+			kind += "-coop"
+		}
+		return kind
+	})
+}
+
+// benchSweep times, for each BF16 Llama-3 projection and decode token
+// count, the plans of plans(m, n, k) and prints a line for each as it is
+// timed, of kind kind(j, plan) for the j-th.
+func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOptions, kind func(j int, p gemvPlan) string) {
 	const batches = 3
 	d := openGPU(b)
 	rng := rand.New(rand.NewPCG(12, 12))
@@ -223,8 +260,7 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 		x := upload16(b, d, randDense(rng, BF16, gemvMaxTokens*s.k))
 		y := alloc(b, d, 4*gemvMaxTokens*s.n)
 		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
-			plans := append([]gemvOptions{{wg: -1}}, gemvSweep(m, s.n, s.k, d.fn.gemvLim)...)
-			for j, o := range plans {
+			for j, o := range plans(m, s.n, s.k, d.fn.gemvLim) {
 				c := sparseChoice{kernel: sparseGemv, gemv: o}
 				p, err := planGemv(m, s.n, s.k, d.fn.gemvLim, o)
 				if err != nil {
@@ -253,13 +289,9 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 					b.Fatal(err)
 				}
 				best := slices.Min(times) / benchBatch
-				what := "sweep"
-				if j == 0 {
-					what = "default"
-				}
 				// One line as soon as it is measured: a sweep cut short keeps
 				// what it timed.
-				fmt.Printf("%s %s m=%d sc=%d w=%d kw=%d s=%d cps=%d xw=%d us=%.2f\n", what, name,
+				fmt.Printf("%s %s m=%d sc=%d w=%d kw=%d s=%d cps=%d xw=%d us=%.2f\n", kind(j, p), name,
 					m, p.sc, p.warps, p.kw, p.splits, p.cps, p.xw, float64(best.Nanoseconds())/1e3)
 				plansTimed++
 			}
@@ -305,6 +337,44 @@ func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
 						seen[key] = true
 						out = append(out, o)
 					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// gemvSweepWG returns the warpgroup-form plans BenchmarkGPUDecodeSweepWG
+// times for m tokens and an n × k weight: 2- and 4-chunk stages, the
+// slice counts of gemvSweep, activations staged whole and in windows, and
+// where planGemv allows it the cooperative split-K sum beside the ticket
+// sum; each distinct plan once, none whose partial sums would move more
+// bytes than the weight.
+func gemvSweepWG(m, n, k int, lim gemvLimits) []gemvOptions {
+	type shape struct {
+		sc, splits, xw int
+		coop           bool
+	}
+	seen := map[shape]bool{}
+	var out []gemvOptions
+	for _, sc := range []int{2, 4} {
+		for s := 1; s <= 64; s++ {
+			if !gemvSweptSlices(s) {
+				continue
+			}
+			for _, win := range []int{-1, 1} {
+				for _, coop := range []int{-1, 1} {
+					o := gemvOptions{sc: sc, warps: gemvWgWarps, kw: 1, splits: s, window: win, wg: 1, coop: coop}
+					p, err := planGemv(m, n, k, lim, o)
+					if err != nil {
+						continue
+					}
+					key := shape{sc, p.splits, p.xw, p.coop}
+					if seen[key] || p.splits > 1 && 8*p.splits*m*n > n*k*9/8 {
+						continue
+					}
+					seen[key] = true
+					out = append(out, o)
 				}
 			}
 		}
