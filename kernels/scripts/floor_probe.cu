@@ -81,29 +81,12 @@ float timeit_graph(const Busy& busy, F launch) {
   for (int j = 0; j < 20; ++j) launch(j, st);
   CK(cudaStreamEndCapture(st, &g));
   CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   CK(cudaGraphLaunch(ge, st));
-  std::vector<float> per;
-  for (int rep = 0; rep < 7; ++rep) {
-    CK(cudaMemcpyAsync(busy.dst, busy.src, busy.bytes, cudaMemcpyDeviceToDevice, st));
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    per.push_back(ms * 1000 / 20);
-  }
-  CK(cudaGetLastError());
+  const float us = batch_median(busy, st, 20, [&] { CK(cudaGraphLaunch(ge, st)); });
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
   CK(cudaStreamDestroy(st));
-  std::sort(per.begin(), per.end());
-  return per[per.size() / 2];
+  return us;
 }
 
 int main() {
