@@ -1,6 +1,7 @@
 package speed
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -81,7 +82,7 @@ func newTimer(dev *kernels.Device, src, dst *kernels.Buffer, blockTime time.Dura
 // whether the GPU may have waited for the host even after one retry with a
 // longer blocker; a capture the driver refuses leaves the runs timed one
 // by one, with the reason in the summary.
-func (t *timer) measure(copies int, run func(i int) error) (Summary, bool, error) {
+func (t *timer) measure(copies int, run func(i int) error) (_ Summary, _ bool, err error) {
 	for i := range t.warmup {
 		if err := run(i); err != nil {
 			return Summary{}, false, err
@@ -90,13 +91,14 @@ func (t *timer) measure(copies int, run func(i int) error) (Summary, bool, error
 	if err := t.synchronize(); err != nil {
 		return Summary{}, false, err
 	}
-	batch, why, err := t.batch(copies, run)
+	batch, err := t.batch(copies, run)
 	if err != nil {
 		return Summary{}, false, err
 	}
+	why := ""
 	timed := func(i int) error { return run(t.warmup + i) }
 	if batch > 1 {
-		replay, release, err := t.capture(func() error {
+		replay, release, cerr := t.capture(func() error {
 			for i := range batch {
 				if err := run(t.warmup + i); err != nil {
 					return err
@@ -104,10 +106,10 @@ func (t *timer) measure(copies int, run func(i int) error) (Summary, bool, error
 			}
 			return nil
 		})
-		if err != nil {
-			batch, why = 1, fmt.Sprintf("timed run by run: %v", err)
+		if cerr != nil {
+			batch, why = 1, fmt.Sprintf("timed run by run: %v", cerr)
 		} else {
-			defer release()
+			defer func() { err = errors.Join(err, release()) }()
 			timed = func(int) error { return replay() }
 		}
 	}
@@ -154,26 +156,26 @@ func (t *timer) measure(copies int, run func(i int) error) (Summary, bool, error
 	return sum, hostBound, nil
 }
 
-// batch returns the runs measure puts in one replay (1: none) and, when
-// graphs were meant but not used, why. It estimates a run's time as one
-// run of the warm-up copy 0 on its own, waited for.
-func (t *timer) batch(copies int, run func(i int) error) (int, string, error) {
+// batch returns the runs measure puts in one replay (1: none). It
+// estimates a run's time as one run of the warm-up copy 0 on its own,
+// waited for.
+func (t *timer) batch(copies int, run func(i int) error) (int, error) {
 	if t.graphCalls <= 1 || t.capture == nil {
-		return 1, "", nil
+		return 1, nil
 	}
 	start := time.Now()
 	if err := run(0); err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	if err := t.synchronize(); err != nil {
-		return 0, "", err
+		return 0, err
 	}
 	est := max(t.sinceHostStart(start), time.Microsecond)
 	n := min(t.graphCalls, int(graphBudget/est))
 	if n < 2 {
-		return 1, "", nil
+		return 1, nil
 	}
-	return max(n, min(copies, maxGraphCopies)), "", nil
+	return max(n, min(copies, maxGraphCopies)), nil
 }
 
 // blockers returns how many blocker copies cover the host's queueing of

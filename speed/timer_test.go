@@ -217,9 +217,21 @@ func TestTimerGraph(t *testing.T) {
 			}
 		})
 	}
-	// A run that fails while being captured fails the measurement.
+	// A graph that cannot be freed fails the measurement.
 	blockers, calls := 0, 0
 	g := newGraphTimer(40*time.Microsecond, nil, &calls, &blockers)
+	capture := g.capture
+	leak := errors.New("cuGraphDestroy failed")
+	g.capture = func(queue func() error) (func() error, func() error, error) {
+		replay, _, err := capture(queue)
+		return replay, func() error { return leak }, err
+	}
+	if _, _, err := g.measure(3, func(int) error { calls++; return nil }); !errors.Is(err, leak) {
+		t.Errorf("a graph that cannot be freed: %v", err)
+	}
+	// A run that fails while being captured fails the measurement.
+	blockers, calls = 0, 0
+	g = newGraphTimer(40*time.Microsecond, nil, &calls, &blockers)
 	boom := errors.New("launch failed")
 	if _, _, err := g.measure(3, func(i int) error {
 		calls++
