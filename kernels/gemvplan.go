@@ -7,10 +7,23 @@ import (
 	"slices"
 )
 
-// gemvModel is planGemv's cost model of the decode kernel: the busiest
-// SM's time, in units of the time an SM takes to stream one warp's chunk
-// (32 rows × 64 columns: 2304 bytes, about 100 ns at a 132nd of 3 TB/s).
+// gemvModel is planGemv's cost model of the decode kernel: for each form
+// (the mma.sp kernel, and on sm_90a the warpgroup form) the busiest SM's
+// time, in units of the time an SM takes to stream one warp's chunk (32
+// rows × 64 columns: 2304 bytes, about 100 ns at a 132nd of 3 TB/s), with
+// constants fitted to that form's sweep, and the warpgroup form's costs
+// scaled into the mma.sp form's by wgPercent.
 type gemvModel struct {
+	mma gemvCosts // the mma.sp form (cuda/gemv.cuh)
+	wg  gemvCosts // the warpgroup form (cuda/gemv_wg.cuh)
+	// wgPercent converts the warpgroup form's costs into the mma.sp
+	// form's units, by token tiles (1, 2, 4, 8), fitted with wg so that
+	// the plan of either form the model chooses is the fastest measured.
+	wgPercent [4]int
+}
+
+// gemvCosts are one form's constants of gemvModel.
+type gemvCosts struct {
 	fixedWork int // each wave of CTAs an SM runs (launch, first stage's latency)
 	// smPeak is the percentage of its share of the memory bandwidth (the
 	// copy rate over the SMs) one SM can stream when others stream less
@@ -39,61 +52,96 @@ type gemvModel struct {
 	groupCost int
 	// coopBatches is the batches of loads of a ticket sum (tailBatch
 	// each after the first) that the warpgroup form's cooperative sum
-	// (finish_coop in cuda/gemv_wg.cuh) costs as, whatever the slices:
-	// measured on an H100 (kernels/notes.md, session 6), it is 0.6 µs
-	// slower than a sum of one batch and saves about as much per batch
-	// beyond two.
+	// (finish_coop in cuda/gemv_wg.cuh) costs as, whatever the slices.
 	coopBatches int
-	// wgPercent is the warpgroup form's time (cuda/gemv_wg.cuh) against
-	// the mma.sp kernel's on the same plan, by token tiles (1, 2, 4, 8):
-	// not fitted, but measured on an H100 (kernels/notes.md, session 5):
-	// the probe's ratios at 1-4 tiles, and at 8 tiles BenchmarkGPUDecode's
-	// best plans of each form on the 8B shapes (95% on average).
-	wgPercent [4]int
 }
 
-// defaultGemvModel returns the model planGemv uses. Its constants were
-// fitted (TestGemvModelFit: coordinate descent from 40 starts) to the
-// 18795 plans of the mma.sp form BenchmarkGPUDecodeSweep timed on an H100
-// for the Llama-3 shapes with 1, 2, 4 or 8 warps per row block
-// (testdata/gemv-sweep-h100.txt.gz, session 6): among the timed plans of
-// each shape and token count, the one it rates cheapest is 1.1% slower
-// than the fastest on average and 5.1% at worst (8B k_v, m = 32)
-// (TestGemvModelReplay). Refitted to that sweep, whose split-K sum keeps
-// twice the loads in flight of the one before, only tailBatch moved (8 →
-// 16: a batch moves twice the bytes); the constants fitted before were
-// 1.3% and 8.8% on the sweep of their kernel, those of the kernels before
-// 1.7% and 10.5%, and 3.0% and 12.4%. The fit has thirteen constants for
-// 42 cases and several sets score the same, so read them as a description
-// of that GPU, not as physics: 4-chunk stages run better than the other
-// terms say (sc4Percent 75), staging activations while the weights stream
-// costs nothing (windowStage 1 << 20), and a split-K tail (tailWork 10
-// units of about 100 ns, tailBatch 16 per further batch of loads) costs
-// less than its reputation.
+// defaultGemvModel returns the model planGemv uses, its constants fitted
+// to the H100 sweeps in testdata by TestGemvModelFit (coordinate descent
+// from 40 starts). The mma.sp form's (SFSURGERY_FIT=mma, 18795 plans,
+// gemv-sweep-h100.txt.gz, session 6): among the timed plans of each
+// Llama-3 shape and token count, the one they rate cheapest is 1.1% slower
+// than the fastest on average and 5.1% at worst (TestGemvModelReplay). The
+// warpgroup form's with wgPercent (SFSURGERY_FIT=forms with
+// SFSURGERY_FIT_WG=1, over that sweep and the form's 1729 plans,
+// gemv-sweep-wg-h100.txt.gz, session 7): the plan of either form the model
+// chooses is 0.7% slower than the fastest of both on average and 4.3% at
+// worst (TestGemvModelReplayForms), 0.6% and 4.3% within the form
+// (TestGemvModelReplayWG); the mma.sp form's constants scaled, as the
+// planner priced the form before, were 1.6% and 13.4%. Each set has
+// thirteen or more constants for 42 cases and several sets score the
+// same, and several sit at the edge of the range searched, so read them
+// as a description of that GPU, not as physics: for the mma.sp form 4-chunk
+// stages run better than the other terms say (sc4Percent 75), staging
+// activations while the weights stream costs nothing (windowStage 1 << 20),
+// and a split-K tail (tailWork 10 units of about 100 ns, tailBatch 16 per
+// further batch of loads) costs less than its reputation; the warpgroup
+// form's scale (wgPercent 20-22 up to 16 tokens) says that on the H100 it
+// beat the mma.sp form at nearly every shape there, and its large fixed
+// cost per wave (fixedWork 128) that it pays more for CTAs that run in a
+// second wave.
 func defaultGemvModel() gemvModel {
 	return gemvModel{
-		fixedWork:     24,
-		smPeak:        110,
-		sc4Percent:    75,
-		inFlight:      48 << 10,
-		residentWarps: 4,
-		ctaCost:       0,
-		stageCost:     4,
-		windowStage:   1 << 20,
-		windowCost:    0,
-		sliceCost:     0,
-		tailWork:      10,
-		tailBatch:     16,
-		groupCost:     4,
-		coopBatches:   2,
-		wgPercent:     [4]int{96, 92, 91, 96},
+		mma: gemvCosts{
+			fixedWork:     24,
+			smPeak:        110,
+			sc4Percent:    75,
+			inFlight:      48 << 10,
+			residentWarps: 4,
+			ctaCost:       0,
+			stageCost:     4,
+			windowStage:   1 << 20,
+			windowCost:    0,
+			sliceCost:     0,
+			tailWork:      10,
+			tailBatch:     16,
+			groupCost:     4,
+		},
+		wg: gemvCosts{
+			fixedWork:     128,
+			smPeak:        100,
+			sc4Percent:    75,
+			inFlight:      32 << 10,
+			residentWarps: 4,
+			ctaCost:       16,
+			stageCost:     12,
+			windowStage:   16,
+			windowCost:    2,
+			sliceCost:     2,
+			tailWork:      30,
+			tailBatch:     4,
+			groupCost:     1,
+			coopBatches:   1,
+		},
+		wgPercent: [4]int{22, 20, 44, 42},
 	}
 }
 
-// cost returns the model's time for the decode kernel on m tokens and an
-// n × k weight with stages of sc chunks, CTAs of w warps, kw of them per
-// row block, slices of cps chunks and windows of xw chunks of activations
-// (0: staged whole), on a device with limits lim:
+// cost returns the model's time for the decode kernel's mma.sp form on m
+// tokens and an n × k weight with stages of sc chunks, CTAs of w warps, kw
+// of them per row block, slices of cps chunks and windows of xw chunks of
+// activations (0: staged whole), on a device with limits lim (see
+// gemvCosts.costSmem).
+func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw int) int {
+	return md.mma.costSmem(m, n, k, lim, sc, w, kw, cps, xw, gemvSmem(m, sc, w, cps, xw))
+}
+
+// rate returns the model's time for plan p: cost, and for the warpgroup
+// form its own constants' cost with its own shared memory (occupancy), its
+// split-K sum priced as coopBatches batches when cooperative, scaled by
+// wgPercent.
+func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
+	if !p.wg {
+		return md.cost(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw)
+	}
+	c := md.wg.costSmem(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw, p.smem)
+	if p.coop {
+		c += md.wg.tailBatch * (md.wg.coopBatches - gemvReduceBatches(m, p.tiles, p.splits))
+	}
+	return ceilDiv(c*md.wgPercent[bits.TrailingZeros(uint(p.tiles))], 100)
+}
+
+// costSmem returns a form's time for a CTA of smem bytes of shared memory:
 //
 //	ceil(CTAs / (SMs·occupancy))·fixedWork
 //	  + max(all chunks / SMs, the busiest SM's chunks·100/smPeak)
@@ -103,26 +151,7 @@ func defaultGemvModel() gemvModel {
 // fewer than inFlight bytes in flight, and by sc4Percent for 4-chunk
 // stages; with several slices plus sliceCost per slice, the tail and the
 // SM's share of the partial sums' bytes (written once, read once).
-func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw int) int {
-	return md.costSmem(m, n, k, lim, sc, w, kw, cps, xw, gemvSmem(m, sc, w, cps, xw))
-}
-
-// rate returns the model's time for plan p: cost, and for the warpgroup
-// form cost with its own shared memory (occupancy), its split-K sum priced
-// as coopBatches batches when cooperative, scaled by wgPercent.
-func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
-	if !p.wg {
-		return md.cost(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw)
-	}
-	c := md.costSmem(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw, p.smem)
-	if p.coop {
-		c += md.tailBatch * (md.coopBatches - gemvReduceBatches(m, p.tiles, p.splits))
-	}
-	return ceilDiv(c*md.wgPercent[bits.TrailingZeros(uint(p.tiles))], 100)
-}
-
-// costSmem is cost for a CTA of smem bytes of shared memory.
-func (md gemvModel) costSmem(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw, smem int) int {
+func (md gemvCosts) costSmem(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw, smem int) int {
 	tiles := gemvTiles(m)
 	s := ceilDiv(k/gemvChunk, cps)
 	blocks := w / kw // row blocks per CTA
