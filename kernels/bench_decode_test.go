@@ -244,8 +244,14 @@ func BenchmarkGPUDecodeSweepWG(b *testing.B) {
 	})
 }
 
-// benchSweep times, for each BF16 Llama-3 projection and decode token
-// count, the plans of plans(m, n, k) and prints a line for each as it is
+// sweepShapes returns the shapes the planner's sweeps time: every Llama-3
+// projection shape (llama3Shapes and 70B q/o and k/v).
+func sweepShapes() []modelShape {
+	return append(llama3Shapes(), modelShape{"llama3-70b", "q_o", 8192, 8192}, modelShape{"llama3-70b", "k_v", 1024, 8192})
+}
+
+// benchSweep times, for each BF16 Llama-3 projection (sweepShapes) and
+// decode token count, the plans of plans(m, n, k) and prints a line for each as it is
 // timed, of kind kind(j, plan) for the j-th.
 func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOptions, kind func(j int, p gemvPlan) string) {
 	const batches = 3
@@ -253,7 +259,7 @@ func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOpti
 	rng := rand.New(rand.NewPCG(12, 12))
 	busy := benchBusy(b, d)
 	plansTimed := 0
-	for _, s := range llama3Shapes() {
+	for _, s := range sweepShapes() {
 		name := fmt.Sprintf("%s/%s_%dx%d", s.model, s.proj, s.n, s.k)
 		w := newWeight(b, d, rng, BF16, s.n, s.k)
 		packs, metas := rotation(b, d, w.dPack), rotation(b, d, w.dMeta)

@@ -56,30 +56,36 @@ type gemvCosts struct {
 	coopBatches int
 }
 
-// defaultGemvModel returns the model planGemv uses, its constants fitted
-// to the H100 sweeps in testdata by TestGemvModelFit (coordinate descent
-// from 40 starts). The mma.sp form's (SFSURGERY_FIT=mma, 18795 plans,
-// gemv-sweep-h100.txt.gz, session 6): among the timed plans of each
-// Llama-3 shape and token count, the one they rate cheapest is 1.1% slower
-// than the fastest on average and 5.1% at worst (TestGemvModelReplay). The
-// warpgroup form's with wgPercent (SFSURGERY_FIT=forms with
-// SFSURGERY_FIT_WG=1, over that sweep and the form's 1729 plans,
-// gemv-sweep-wg-h100.txt.gz, session 7): the plan of either form the model
-// chooses is 0.7% slower than the fastest of both on average and 4.3% at
-// worst (TestGemvModelReplayForms), 0.6% and 4.3% within the form
-// (TestGemvModelReplayWG); the mma.sp form's constants scaled, as the
-// planner priced the form before, were 1.6% and 13.4%. Each set has
-// thirteen or more constants for 42 cases and several sets score the
-// same, and several sit at the edge of the range searched, so read them
-// as a description of that GPU, not as physics: for the mma.sp form 4-chunk
-// stages run better than the other terms say (sc4Percent 75), staging
-// activations while the weights stream costs nothing (windowStage 1 << 20),
-// and a split-K tail (tailWork 10 units of about 100 ns, tailBatch 16 per
-// further batch of loads) costs less than its reputation; the warpgroup
-// form's scale (wgPercent 20-22 up to 16 tokens) says that on the H100 it
-// beat the mma.sp form at nearly every shape there, and its large fixed
-// cost per wave (fixedWork 128) that it pays more for CTAs that run in a
-// second wave.
+// defaultGemvModel returns the model planGemv uses. The mma.sp form's
+// constants were fitted (TestGemvModelFit, SFSURGERY_FIT=mma: coordinate
+// descent from 40 starts) to the session-6 H100 sweep of six Llama-3
+// shapes; among the timed plans of each of the eight Llama-3 projection
+// shapes and token counts 1-64 of the session-7 sweep (25573 plans,
+// testdata/gemv-sweep-h100.txt.gz), the one they rate cheapest is 1.4%
+// slower than the fastest on average and 5.9% at worst
+// (TestGemvModelReplay). The fit has thirteen constants and several sets
+// score the same, so read them as a description of that GPU, not as
+// physics: 4-chunk stages run better than the other terms say (sc4Percent
+// 75), staging activations while the weights stream costs nothing
+// (windowStage 1 << 20), and a split-K tail (tailWork 10 units of about
+// 100 ns, tailBatch 16 per further batch of loads) costs less than its
+// reputation.
+//
+// The warpgroup form is priced with the same constants scaled by
+// wgPercent, measured in session 5 on the H100 (the probe's ratios at 1-4
+// tiles, and at 8 BenchmarkGPUDecode's best plans of each form on the 8B
+// shapes), its cooperative sum as coopBatches batches of a ticket sum
+// (measured in session 6: 0.6 µs slower than one batch, about a batch
+// saved per batch beyond two). Over the form's session-7 sweep (2355
+// plans, gemv-sweep-wg-h100.txt.gz) that is 1.1% slower than the fastest
+// on average and 9.9% at worst within the form (TestGemvModelReplayWG),
+// 1.2% and 9.9% choosing between the forms (TestGemvModelReplayForms).
+// Constants of its own fitted to that sweep (SFSURGERY_FIT=forms with
+// SFSURGERY_FIT_WG=1) replay at 0.7% and 5.4%, but the sweep times plans
+// one launch after another and bench times CUDA-graph replays: with them
+// bench's 8 candidates missed the best plan of 8B q/o at M = 1 (9.7 →
+// 10.3 µs) while gaining on 70B k/v, even on average (kernels/notes.md,
+// session 7). They wait for a sweep timed the way bench times.
 func defaultGemvModel() gemvModel {
 	return gemvModel{
 		mma: gemvCosts{
@@ -97,23 +103,25 @@ func defaultGemvModel() gemvModel {
 			tailBatch:     16,
 			groupCost:     4,
 		},
+		// The warpgroup form: the mma.sp form's constants, its cooperative
+		// sum measured (coopBatches), the scale measured (wgPercent).
 		wg: gemvCosts{
-			fixedWork:     128,
-			smPeak:        100,
+			fixedWork:     24,
+			smPeak:        110,
 			sc4Percent:    75,
-			inFlight:      32 << 10,
+			inFlight:      48 << 10,
 			residentWarps: 4,
-			ctaCost:       16,
-			stageCost:     12,
-			windowStage:   16,
-			windowCost:    2,
-			sliceCost:     2,
-			tailWork:      30,
-			tailBatch:     4,
-			groupCost:     1,
-			coopBatches:   1,
+			ctaCost:       0,
+			stageCost:     4,
+			windowStage:   1 << 20,
+			windowCost:    0,
+			sliceCost:     0,
+			tailWork:      10,
+			tailBatch:     16,
+			groupCost:     4,
+			coopBatches:   2,
 		},
-		wgPercent: [4]int{22, 20, 44, 42},
+		wgPercent: [4]int{96, 92, 91, 96},
 	}
 }
 
