@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -250,11 +251,15 @@ func sweepShapes() []modelShape {
 	return append(llama3Shapes(), modelShape{"llama3-70b", "q_o", 8192, 8192}, modelShape{"llama3-70b", "k_v", 1024, 8192})
 }
 
-// benchSweep times, for each BF16 Llama-3 projection (sweepShapes) and
-// decode token count, the plans of plans(m, n, k) and prints a line for each as it is
+// benchSweep times (with SFSURGERY_SWEEP_GRAPHS set, each batch of
+// products captured once and replayed as a CUDA graph, as bench times
+// them), for each BF16 Llama-3 projection (sweepShapes) and decode token
+// count, the plans of plans(m, n, k) and prints a line for each as it is
 // timed, of kind kind(j, plan) for the j-th.
 func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOptions, kind func(j int, p gemvPlan) string) {
 	const batches = 3
+	// SFSURGERY_SWEEP_GRAPHS=1 times each batch as one CUDA-graph replay.
+	graphs := os.Getenv("SFSURGERY_SWEEP_GRAPHS") != ""
 	d := openGPU(b)
 	rng := rand.New(rand.NewPCG(12, 12))
 	busy := benchBusy(b, d)
@@ -280,17 +285,29 @@ func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOpti
 				if err := product(); err != nil { // plans it and grows the workspace
 					b.Fatal(err)
 				}
-				if err := busy[1].CopyFrom(busy[0]); err != nil {
-					b.Fatal(err)
-				}
-				times, err := d.ElapsedEach(batches, func(int) error {
+				batch := func() error {
 					for range benchBatch {
 						if err := product(); err != nil {
 							return err
 						}
 					}
 					return nil
-				})
+				}
+				var g *Graph
+				if graphs { // the batch captured once and replayed, as bench times
+					var err error
+					if g, err = d.Capture(batch); err != nil {
+						b.Fatal(err)
+					}
+					batch = g.Launch
+				}
+				if err := busy[1].CopyFrom(busy[0]); err != nil {
+					b.Fatal(err)
+				}
+				times, err := d.ElapsedEach(batches, func(int) error { return batch() })
+				if err == nil {
+					err = g.Close()
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
