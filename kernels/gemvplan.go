@@ -84,8 +84,9 @@ type gemvCosts struct {
 // SFSURGERY_FIT_WG=1) replay at 0.7% and 5.4%, but the sweep times plans
 // one launch after another and bench times CUDA-graph replays: with them
 // bench's 8 candidates missed the best plan of 8B q/o at M = 1 (9.7 →
-// 10.3 µs) while gaining on 70B k/v, even on average (kernels/notes.md,
-// session 7). They wait for a sweep timed the way bench times.
+// 10.3 µs) while gaining on 70B k/v, even on average; refitted to sweeps
+// timed as graph replays (SFSURGERY_SWEEP_GRAPHS) they were still even
+// on average, rows ±3-9% either way (kernels/notes.md, session 7).
 func defaultGemvModel() gemvModel {
 	return gemvModel{
 		mma: gemvCosts{
