@@ -88,42 +88,26 @@ type gemvCosts struct {
 // timed as graph replays (SFSURGERY_SWEEP_GRAPHS) they were still even
 // on average, rows ±3-9% either way (kernels/notes.md, session 7).
 func defaultGemvModel() gemvModel {
-	return gemvModel{
-		mma: gemvCosts{
-			fixedWork:     24,
-			smPeak:        110,
-			sc4Percent:    75,
-			inFlight:      48 << 10,
-			residentWarps: 4,
-			ctaCost:       0,
-			stageCost:     4,
-			windowStage:   1 << 20,
-			windowCost:    0,
-			sliceCost:     0,
-			tailWork:      10,
-			tailBatch:     16,
-			groupCost:     4,
-		},
-		// The warpgroup form: the mma.sp form's constants, its cooperative
-		// sum measured (coopBatches), the scale measured (wgPercent).
-		wg: gemvCosts{
-			fixedWork:     24,
-			smPeak:        110,
-			sc4Percent:    75,
-			inFlight:      48 << 10,
-			residentWarps: 4,
-			ctaCost:       0,
-			stageCost:     4,
-			windowStage:   1 << 20,
-			windowCost:    0,
-			sliceCost:     0,
-			tailWork:      10,
-			tailBatch:     16,
-			groupCost:     4,
-			coopBatches:   2,
-		},
-		wgPercent: [4]int{96, 92, 91, 96},
+	mma := gemvCosts{
+		fixedWork:     24,
+		smPeak:        110,
+		sc4Percent:    75,
+		inFlight:      48 << 10,
+		residentWarps: 4,
+		ctaCost:       0,
+		stageCost:     4,
+		windowStage:   1 << 20,
+		windowCost:    0,
+		sliceCost:     0,
+		tailWork:      10,
+		tailBatch:     16,
+		groupCost:     4,
 	}
+	// The warpgroup form: the mma.sp form's constants, its cooperative sum
+	// measured (coopBatches), the scale measured (wgPercent).
+	wg := mma
+	wg.coopBatches = 2
+	return gemvModel{mma: mma, wg: wg, wgPercent: [4]int{96, 92, 91, 96}}
 }
 
 // cost returns the model's time for the decode kernel's mma.sp form on m

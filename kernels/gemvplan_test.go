@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,7 @@ import (
 // sweepPlan is one decode-kernel plan BenchmarkGPUDecodeSweep timed.
 type sweepPlan struct {
 	sc, w, kw, cps, xw int
+	wg                 bool // the warpgroup form (kind "wg…")
 	coop               bool // the warpgroup form's cooperative split-K sum (kind "…-coop")
 	us                 float64
 }
@@ -54,7 +56,7 @@ func loadSweep(t testing.TB, path string) []sweepCase {
 			&kind, &shape, &m, &p.sc, &p.w, &p.kw, &s, &p.cps, &p.xw, &p.us); err != nil {
 			t.Fatalf("%s:%d: %v: %q", path, line, err, text)
 		}
-		p.coop = strings.HasSuffix(kind, "-coop")
+		p.wg, p.coop = strings.HasPrefix(kind, "wg"), strings.HasSuffix(kind, "-coop")
 		if i := strings.LastIndexByte(shape, '_'); i < 0 {
 			t.Fatalf("%s:%d: shape %q", path, line, shape)
 		} else if _, err := fmt.Sscanf(shape[i+1:], "%dx%d", &n, &k); err != nil {
@@ -76,15 +78,14 @@ func loadSweep(t testing.TB, path string) []sweepCase {
 }
 
 // replay returns how much slower than the best timed plan of each case the
-// timed plan of least cost under md is: the mean and the worst fraction
-// over cases, and the worst case.
+// timed plan of least cost under md (rate, either form) is: the mean and
+// the worst fraction over cases, and the worst case.
 func replay(md gemvModel, lim gemvLimits, cases []sweepCase) (mean, worst float64, worstCase string) {
 	for _, c := range cases {
 		best, pick, pickCost := c.plans[0].us, -1, 0
-		for i, p := range c.plans {
-			best = min(best, p.us)
-			cost := md.cost(c.m, c.n, c.k, lim, p.sc, p.w, p.kw, p.cps, p.xw)
-			if pick < 0 || cost < pickCost {
+		for i, q := range c.plans {
+			best = min(best, q.us)
+			if cost := md.rate(c.m, c.n, c.k, lim, c.plan(q)); pick < 0 || cost < pickCost {
 				pick, pickCost = i, cost
 			}
 		}
@@ -97,8 +98,38 @@ func replay(md gemvModel, lim gemvLimits, cases []sweepCase) (mean, worst float6
 	return mean, worst, worstCase
 }
 
+// plan returns the decode-kernel plan of sweep plan q of c.
+func (c sweepCase) plan(q sweepPlan) gemvPlan {
+	p := gemvPlan{tiles: gemvTiles(c.m), sc: q.sc, warps: q.w, kw: q.kw, splits: ceilDiv(c.k/gemvChunk, q.cps),
+		cps: q.cps, xw: q.xw, wg: q.wg, coop: q.coop}
+	p.smem = p.sharedBytes(c.m)
+	return p
+}
+
+// merged returns the cases of two sweeps of the same shapes and token
+// counts (the two forms'), each with the plans of both.
+func merged(a, b []sweepCase) []sweepCase {
+	byName := map[string][]sweepPlan{}
+	for _, c := range b {
+		byName[c.name] = c.plans
+	}
+	out := make([]sweepCase, len(a))
+	for i, c := range a {
+		c.plans = append(slices.Clone(c.plans), byName[c.name]...)
+		out[i] = c
+	}
+	return out
+}
+
 // h100Limits are an H100's (and H200's) limits as planGemv sees them.
 var h100Limits = gemvLimits{sms: 132, smem: 232448, perSM: 233472}
+
+// wgLimits returns h100Limits with the warpgroup form (sm_90a).
+func wgLimits() gemvLimits {
+	lim := h100Limits
+	lim.wg = true
+	return lim
+}
 
 // TestGemvModelReplay replays the H100 sweep through planGemv's cost
 // model: among the timed plans of each Llama-3 shape and token count, the
@@ -132,70 +163,6 @@ func TestGemvModelReplay(t *testing.T) {
 	}
 }
 
-// replayWG is replay for a sweep of the warpgroup form, through rate.
-func replayWG(md gemvModel, cases []sweepCase) (mean, worst float64, worstCase string) {
-	lim := h100Limits
-	lim.wg = true
-	for _, c := range cases {
-		best, pick, pickCost := c.plans[0].us, -1, 0
-		for i, q := range c.plans {
-			best = min(best, q.us)
-			if cost := md.rate(c.m, c.n, c.k, lim, wgPlan(c, q)); pick < 0 || cost < pickCost {
-				pick, pickCost = i, cost
-			}
-		}
-		r := c.plans[pick].us/best - 1
-		mean += r / float64(len(cases))
-		if r > worst {
-			worst, worstCase = r, fmt.Sprintf("%s (%+v: %.1f µs, best %.1f µs)", c.name, c.plans[pick], c.plans[pick].us, best)
-		}
-	}
-	return mean, worst, worstCase
-}
-
-// wgPlan returns the warpgroup-form plan of sweep plan q of case c.
-func wgPlan(c sweepCase, q sweepPlan) gemvPlan {
-	p := gemvPlan{tiles: gemvTiles(c.m), sc: q.sc, warps: q.w, kw: q.kw, splits: ceilDiv(c.k/gemvChunk, q.cps),
-		cps: q.cps, xw: q.xw, wg: true, coop: q.coop}
-	p.smem = p.sharedBytes(c.m)
-	return p
-}
-
-// replayForms replays both forms' sweeps at once: for each shape and
-// token count the model's cheapest plan of either form (rate) against
-// the fastest timed plan of either. The sweeps were timed on different
-// days (sessions 6 and 7), so a form's drift between them counts too.
-func replayForms(md gemvModel, mma, wg []sweepCase) (mean, worst float64, worstCase string) {
-	lim := h100Limits
-	lim.wg = true
-	byName := map[string]sweepCase{}
-	for _, c := range wg {
-		byName[c.name] = c
-	}
-	for _, c := range mma {
-		w := byName[c.name]
-		best, pickUS, pickCost, what := c.plans[0].us, 0.0, -1, ""
-		for _, q := range c.plans {
-			best = min(best, q.us)
-			if cost := md.cost(c.m, c.n, c.k, lim, q.sc, q.w, q.kw, q.cps, q.xw); pickCost < 0 || cost < pickCost {
-				pickUS, pickCost, what = q.us, cost, fmt.Sprintf("mma %+v", q)
-			}
-		}
-		for _, q := range w.plans {
-			best = min(best, q.us)
-			if cost := md.rate(c.m, c.n, c.k, lim, wgPlan(w, q)); cost < pickCost {
-				pickUS, pickCost, what = q.us, cost, fmt.Sprintf("wg %+v", q)
-			}
-		}
-		r := pickUS/best - 1
-		mean += r / float64(len(mma))
-		if r > worst {
-			worst, worstCase = r, fmt.Sprintf("%s (%s: %.1f µs, best %.1f µs)", c.name, what, pickUS, best)
-		}
-	}
-	return mean, worst, worstCase
-}
-
 // TestGemvModelReplayWG replays the H100 sweep of the warpgroup form
 // through planGemv's cost model the same way, among that form's plans.
 func TestGemvModelReplayWG(t *testing.T) {
@@ -203,7 +170,7 @@ func TestGemvModelReplayWG(t *testing.T) {
 	if len(cases) != 56 {
 		t.Fatalf("%d cases, want 8 shapes × 7 token counts", len(cases))
 	}
-	mean, worst, which := replayWG(defaultGemvModel(), cases)
+	mean, worst, which := replay(defaultGemvModel(), wgLimits(), cases)
 	t.Logf("warpgroup form: %.1f%% slower than the best timed plan on average, at worst %.1f%%: %s",
 		100*mean, 100*worst, which)
 	if mean > 0.015 || worst > 0.12 {
@@ -216,7 +183,7 @@ func TestGemvModelReplayWG(t *testing.T) {
 // and plan the model chooses against the fastest of either.
 func TestGemvModelReplayForms(t *testing.T) {
 	mma, wg := loadSweep(t, "testdata/gemv-sweep-h100.txt.gz"), loadSweep(t, "testdata/gemv-sweep-wg-h100.txt.gz")
-	mean, worst, which := replayForms(defaultGemvModel(), mma, wg)
+	mean, worst, which := replay(defaultGemvModel(), wgLimits(), merged(mma, wg))
 	t.Logf("both forms: %.1f%% slower than the best timed plan on average, at worst %.1f%%: %s",
 		100*mean, 100*worst, which)
 	if mean > 0.015 || worst > 0.12 {
@@ -270,9 +237,9 @@ func TestGemvModelFit(t *testing.T) {
 	case "wg":
 		cases := loadSweep(t, "testdata/gemv-sweep-wg-h100.txt.gz")
 		fields = append(costs(&md.wg), field{"coopBatches", &md.wg.coopBatches, []int{0, 1, 2, 3, 4}})
-		score = func() (float64, float64, string) { return replayWG(md, cases) }
+		score = func() (float64, float64, string) { return replay(md, wgLimits(), cases) }
 	case "forms":
-		mma, wg := loadSweep(t, "testdata/gemv-sweep-h100.txt.gz"), loadSweep(t, "testdata/gemv-sweep-wg-h100.txt.gz")
+		cases := merged(loadSweep(t, "testdata/gemv-sweep-h100.txt.gz"), loadSweep(t, "testdata/gemv-sweep-wg-h100.txt.gz"))
 		var pct []int
 		for v := 20; v <= 200; v += 2 {
 			pct = append(pct, v)
@@ -283,7 +250,7 @@ func TestGemvModelFit(t *testing.T) {
 		if os.Getenv("SFSURGERY_FIT_WG") != "" {
 			fields = append(fields, costs(&md.wg)...)
 		}
-		score = func() (float64, float64, string) { return replayForms(md, mma, wg) }
+		score = func() (float64, float64, string) { return replay(md, wgLimits(), cases) }
 	default:
 		t.Fatalf("SFSURGERY_FIT=%q: want mma, wg or forms", mode)
 	}
