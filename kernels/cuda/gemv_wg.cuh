@@ -70,6 +70,24 @@
 #error "gemv_wg.cuh needs the sm_90a target (wgmma): build with -arch=compute_90a"
 #endif
 
+// SFS_GDC_LAUNCH() and SFS_GDC_WAIT() are the two halves of programmatic
+// dependent launch (griddepcontrol) for kernels/scripts/pdl_probe.cu,
+// which defines them: LAUNCH lets the next grid launch once every CTA of
+// this one has run it, WAIT holds the consumers until the grid before has
+// finished and its writes are visible. The producer's weight copies run
+// ahead of WAIT (the weights are read-only); X, Y, the workspace and the
+// counters are touched only after it. The product builds both to nothing
+// (kernels/notes.md, session 8): PDL gained 1.1-2.2 µs a run only behind
+// another long-tailed product that triggers it, nothing behind a short
+// kernel (a norm) even one that triggers at once, and cuBLASLt's kernels,
+// the baseline, do not take part in it.
+#ifndef SFS_GDC_LAUNCH
+#define SFS_GDC_LAUNCH()
+#endif
+#ifndef SFS_GDC_WAIT
+#define SFS_GDC_WAIT()
+#endif
+
 namespace sfs {
 namespace gemv {
 
@@ -113,6 +131,7 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_cp(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+
 
 // wg_mma<kSel>(T, acc, a, desc, e) adds A (this warp's 16 rows of half
 // kSel of its block, as mma.sp's fragments) times B (8·NT tokens at desc)
@@ -312,6 +331,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
     }
   }
   __syncthreads();
+  SFS_GDC_LAUNCH();
 
   if (warp == kWgWarps) {
     // The producer: stage q of every consumer into slot q % ST, in order.
@@ -334,7 +354,9 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
     return;
   }
 
-  // The consumers.
+  // The consumers (under a programmatic launch, past SFS_GDC_WAIT only
+  // once the grid before has finished: see its definition).
+  SFS_GDC_WAIT();
   stage_x_wg<NT>(xs, X, K, c0, 0, xw, xcap, nc, rows, tid, kThreads);
   cp_async_commit();
   cp_async_wait<0>();

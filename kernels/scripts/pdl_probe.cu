@@ -1,0 +1,277 @@
+// pdl_probe.cu: what programmatic dependent launch (PDL) gains the decode
+// kernel's warpgroup form (cuda/gemv_wg.cuh) when its runs follow other
+// kernels, as in an engine's decode step captured into a CUDA graph.
+//
+// Each plan is timed as a graph of 20 consecutive steps, weights rotated
+// over 8 copies (more than L2), the median of 7 replays behind a large
+// copy, µs per step:
+//
+//   alone     20 products back to back (what `sfsurgery bench` times)
+//   alone+pdl the same, each launched with the programmatic attribute: its
+//             producer warp streams weights while the product before it
+//             finishes, its consumers wait (griddepcontrol.wait) before X
+//   after     20 × (a small kernel that writes X, then the product), the
+//             writer a plain launch as a norm or rope kernel would be
+//   after+pdl the same with the product launched with the attribute
+//   writer    the 20 writers alone (after − writer: the product's share)
+//
+//   afterT+pdl the writer triggers its dependents at once
+//             (griddepcontrol.launch_dependents, as PDL-aware kernels of
+//             TensorRT-LLM or llama.cpp do), the product has the attribute
+//   dense     cuBLASLt's first heuristic algorithm alone, after the plain
+//             writer and after the triggering one: cuBLASLt launches its
+//             kernels itself, so if they used PDL the last would be faster
+//
+// Every product's output (20 rotating Y buffers) is compared bit for bit
+// between the plain and the PDL graphs, so a read of X or a write of Y
+// that raced the kernel before it would show as a mismatch. Build and run
+// from the repository root (sm_90a for wgmma):
+//
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/pdl kernels/scripts/pdl_probe.cu -lcublasLt && /tmp/pdl
+//
+// Not part of the product or its tests.
+#include <cstdio>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+#include <algorithm>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+
+#define SFS_GDC_LAUNCH() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#define SFS_GDC_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
+#include "../cuda/gemv_wg.cuh"
+#include "probe_time.cuh"  // CK, Busy, batch_median
+
+#define PROBE(name, NT, SC)                                                                                  \
+  __global__ void __launch_bounds__(160) name(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, \
+                                              float* W, int M, int N, int K, int xwin, int coop) {            \
+    sfs::gemv::kernel_wg<sfs::BF16, NT, SC>(Y, X, P, U, W, M, N, K, xwin, coop);                             \
+  }
+PROBE(wg_t1_s2, 1, 2)
+PROBE(wg_t1_s4, 1, 4)
+PROBE(wg_t2_s2, 2, 2)
+PROBE(wg_t2_s4, 2, 4)
+PROBE(wg_t4_s2, 4, 2)
+PROBE(wg_t4_s4, 4, 4)
+PROBE(wg_t8_s2, 8, 2)
+PROBE(wg_t8_s4, 8, 4)
+
+// writex stands for the kernel before a projection (a norm, rope): it
+// writes the n bf16 activations, a value that depends on the step.
+__global__ void writex(uint16_t* x, size_t n, int step) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = static_cast<uint16_t>(0x3c00 + ((i * 7 + step * 13) & 0x1ff));
+}
+
+// writex_trigger is writex that lets the kernel after it launch at once.
+__global__ void writex_trigger(uint16_t* x, size_t n, int step) {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = static_cast<uint16_t>(0x3c00 + ((i * 7 + step * 13) & 0x1ff));
+}
+
+#define LT(call)                                                                  \
+  do {                                                                            \
+    cublasStatus_t s_ = (call);                                                   \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
+      fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #call, (int)s_); \
+      exit(1);                                                                    \
+    }                                                                             \
+  } while (0)
+
+// Dense is y (n×m, f32) = Wᵀ-stored weights (k×n bf16, transposed) × x
+// (k×m bf16), as kernels/cublaslt.go sets it up; algo is the first of
+// the heuristic's answers.
+struct Dense {
+  cublasLtHandle_t h;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulAlgo_t algo;
+  void* ws;
+  size_t wsBytes;
+  Dense(cublasLtHandle_t h_, void* ws_, size_t wsb, int m, int n, int k) : h(h_), ws(ws_), wsBytes(wsb) {
+    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn));
+    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, n, k));
+    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, m, k));
+    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, n, m, n));
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    LT(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &found));
+    if (found < 1) {
+      fprintf(stderr, "no cuBLASLt algorithm\n");
+      exit(1);
+    }
+    algo = res.algo;
+    LT(cublasLtMatmulPreferenceDestroy(pref));
+  }
+  void run(float* y, const void* x, const void* w, cudaStream_t st) {
+    const float one = 1, zero = 0;
+    LT(cublasLtMatmul(h, desc, &one, w, la, x, lb, &zero, y, lc, y, lc, &algo, ws, wsBytes, st));
+  }
+};
+
+struct Plan {
+  const char* name;
+  int n, k, m, sc, splits, xwin;  // xwin 0: whole
+  bool coop;
+};
+
+static int depth(int sc) { return sc == 2 ? 4 : 3; }
+static int stage_bytes(int sc) { return 32 * sc * 64 + 2 * sc * 128; }
+
+typedef void (*Fn)(float*, const uint16_t*, const uint16_t*, const uint32_t*, float*, int, int, int, int, int);
+
+static const int kRot = 8, kSteps = 20;
+
+int main() {
+  const size_t maxPack = 28672ull * 8192;  // bytes of packed values of the largest shape (70B gate_up)
+  Busy busy = make_busy(256 << 20);
+  std::vector<uint16_t*> pack;
+  std::vector<uint32_t*> meta;
+  std::vector<uint16_t> host(maxPack / 2);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint16_t>(0x3800 + (i * 2654435761u >> 20) % 0x800);
+  for (int r = 0; r < kRot; ++r) {
+    uint16_t* p;
+    uint32_t* m;
+    CK(cudaMalloc(&p, maxPack));
+    CK(cudaMalloc(&m, maxPack / 8));
+    CK(cudaMemcpy(p, host.data(), maxPack, cudaMemcpyHostToDevice));
+    CK(cudaMemset(m, 0x44 + r, maxPack / 8));  // 0x44 … 0x4b: every nibble a valid 2:4 pattern
+    pack.push_back(p);
+    meta.push_back(m);
+  }
+  const size_t maxX = 64ull * 28672;
+  uint16_t* x;
+  CK(cudaMalloc(&x, maxX * 2));
+  std::vector<float*> ys(kSteps);
+  for (auto& y : ys) CK(cudaMalloc(&y, 64ull * 28672 * 4));
+  char* w;
+  const size_t counters = 4096;
+  CK(cudaMalloc(&w, counters * 4 + 64ull * 64 * 28672 * 4));
+  CK(cudaMemset(w, 0, counters * 4));
+  float* work = reinterpret_cast<float*>(w + counters * 4);
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  int sms;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+
+  std::vector<Plan> plans = {
+      {"8B k_v m1 sc4 s10", 1024, 4096, 1, 4, 10, 0, false},
+      {"8B k_v m16 sc4 s8", 1024, 4096, 16, 4, 8, 0, false},
+      {"8B k_v m64 sc4 s16 coop", 1024, 4096, 64, 4, 16, 0, true},
+      {"8B k_v m64 sc4 s8", 1024, 4096, 64, 4, 8, 0, false},
+      {"8B q_o m1 sc4 s4 xw8", 4096, 4096, 1, 4, 4, 8, false},
+      {"8B q_o m16 sc4 s4", 4096, 4096, 16, 4, 4, 0, false},
+      {"8B q_o m32 sc4 s4 xw8", 4096, 4096, 32, 4, 4, 8, false},
+      {"8B q_o m64 sc2 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
+      {"70B k_v m1 sc4 s16", 1024, 8192, 1, 4, 16, 0, false},
+      {"70B k_v m32 sc4 s8 xw8", 1024, 8192, 32, 4, 8, 8, false},
+      {"70B k_v m64 sc4 s16 coop", 1024, 8192, 64, 4, 16, 0, true},
+      {"8B gate_up m1 sc4 s1 xw8", 14336, 4096, 1, 4, 1, 8, false},
+      {"8B down m16 sc4 s4 xw8", 4096, 14336, 16, 4, 4, 8, false},
+      {"8B down m64 sc2 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
+      {"70B q_o m64 sc2 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
+  };
+  cublasLtHandle_t lt;
+  LT(cublasLtCreate(&lt));
+  const size_t wsBytes = 32 << 20;
+  void* ws;
+  CK(cudaMalloc(&ws, wsBytes));
+  printf("%-26s %7s %9s %7s %9s %10s %7s | %7s %7s %7s  %s\n", "plan (us per step)", "alone", "alone+pdl", "after",
+         "after+pdl", "afterT+pdl", "writer", "dense", "d after", "d afterT", "outputs");
+  for (const Plan& p : plans) {
+    const int chunks = p.k / 64;
+    const int cps = (chunks + p.splits - 1) / p.splits;
+    const int nt = p.m <= 8 ? 1 : p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
+    const bool windowed = p.xwin > 0 && p.xwin < cps;
+    const int xcap = windowed ? p.xwin : (cps + p.sc - 1) / p.sc * p.sc;
+    const int smem = 4 * depth(p.sc) * stage_bytes(p.sc) + 1024 + (windowed ? 2 : 1) * xcap * 8 * nt * 128 +
+                     16 * depth(p.sc);
+    Fn fns[4][2] = {{wg_t1_s2, wg_t1_s4}, {wg_t2_s2, wg_t2_s4}, {wg_t4_s2, wg_t4_s4}, {wg_t8_s2, wg_t8_s4}};
+    Fn fn = fns[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][p.sc == 4];
+    CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const dim3 grid((p.n + 127) / 128, p.splits);
+    const size_t xn = size_t(p.m) * p.k;
+
+    // queue_steps captures kSteps steps on st: with writer, each step writes
+    // X first; with pdl, the products carry the programmatic attribute.
+    auto product = [&](int i, bool pdl) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = grid;
+      cfg.blockDim = dim3(160);
+      cfg.dynamicSmemBytes = smem;
+      cfg.stream = st;
+      cudaLaunchAttribute at[2];
+      int na = 0;
+      if (p.coop) {
+        at[na].id = cudaLaunchAttributeCooperative;
+        at[na++].val.cooperative = 1;
+      }
+      if (pdl) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na++].val.programmaticStreamSerializationAllowed = 1;
+      }
+      cfg.attrs = at;
+      cfg.numAttrs = na;
+      CK(cudaLaunchKernelEx(&cfg, fn, ys[i], (const uint16_t*)x, (const uint16_t*)pack[i % kRot],
+                            (const uint32_t*)meta[i % kRot], work, p.m, p.n, p.k, p.xwin, p.coop ? 1 : 0));
+    };
+    Dense dense(lt, ws, wsBytes, p.m, p.n, p.k);
+    // graph captures kSteps steps: writer 0 none, 1 plain, 2 triggering;
+    // then product 0 none, 1 ours, 2 ours with the attribute, 3 dense.
+    auto graph = [&](int writer, int product_) {
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+      for (int i = 0; i < kSteps; ++i) {
+        if (writer == 1) writex<<<sms, 256, 0, st>>>(x, xn, i);
+        if (writer == 2) writex_trigger<<<sms, 256, 0, st>>>(x, xn, i);
+        if (product_ == 1 || product_ == 2) product(i, product_ == 2);
+        if (product_ == 3) dense.run(ys[i], x, pack[i % kRot], st);
+      }
+      CK(cudaStreamEndCapture(st, &g));
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      CK(cudaGraphDestroy(g));
+      return ge;
+    };
+    auto time = [&](cudaGraphExec_t ge) {
+      CK(cudaGraphLaunch(ge, st));
+      return batch_median(busy, st, kSteps, [&] { CK(cudaGraphLaunch(ge, st)); });
+    };
+    // outputs: the kSteps Y buffers after one replay of ge.
+    auto outputs = [&](cudaGraphExec_t ge) {
+      for (auto y : ys) CK(cudaMemsetAsync(y, 0xff, size_t(p.m) * p.n * 4, st));
+      CK(cudaGraphLaunch(ge, st));
+      CK(cudaStreamSynchronize(st));
+      std::vector<uint32_t> all(size_t(kSteps) * p.m * p.n);
+      for (int i = 0; i < kSteps; ++i)
+        CK(cudaMemcpy(all.data() + size_t(i) * p.m * p.n, ys[i], size_t(p.m) * p.n * 4, cudaMemcpyDeviceToHost));
+      return all;
+    };
+    cudaGraphExec_t g[9] = {graph(0, 1), graph(0, 2), graph(1, 1), graph(1, 2), graph(2, 2),
+                            graph(1, 0), graph(0, 3), graph(1, 3), graph(2, 3)};
+    float us[9];
+    for (int i = 0; i < 9; ++i) us[i] = time(g[i]);
+    // Outputs: the writer graphs (every step's own X) plain against PDL,
+    // and the alone graphs likewise; a second plain run shows the kernel
+    // is deterministic, so any difference is a race.
+    const auto a0 = outputs(g[2]), a1 = outputs(g[3]), a2 = outputs(g[2]), a3 = outputs(g[4]);
+    const auto b0 = outputs(g[0]), b1 = outputs(g[1]);
+    const char* verdict = a0 != a2   ? "plain runs differ"
+                          : a0 != a1 ? "PDL DIFFERS (after)"
+                          : a0 != a3 ? "PDL DIFFERS (afterT)"
+                          : b0 != b1 ? "PDL DIFFERS (alone)"
+                                     : "identical";
+    printf("%-26s %7.2f %9.2f %7.2f %9.2f %10.2f %7.2f | %7.2f %7.2f %7.2f  %s\n", p.name, us[0], us[1], us[2], us[3],
+           us[4], us[5], us[6], us[7], us[8], verdict);
+    for (auto& e : g) CK(cudaGraphExecDestroy(e));
+  }
+  return 0;
+}
