@@ -168,24 +168,36 @@ __device__ __forceinline__ uint32_t wg_xbytes(int xcap) {
 // min((w+1)·xw, nc)) of tokens 0 … rows-1) into the buffer at shared
 // address xb, which holds xcap chunks, in the swizzled layout above; the
 // rest of the buffer (tokens past rows, chunks past the slice) is
-// zero-filled. The consumers' threads copy consecutive tokens of one unit
-// in turn, so that each quarter-warp fills 128 contiguous bytes.
+// zero-filled. Consumer thread tid copies unit u = tid % 8 of token rows
+// tid/8 + 16j (j < NT/2) of every chunk, or with one 8-token tile of
+// token tid/8 % 8 of every other chunk, so that each quarter-warp fills
+// 128 contiguous bytes; its source and destination only step from chunk
+// to chunk, one chunk a trip. (The window switch is on the consumers'
+// critical path: this form of the loop took 64 tokens 2-8% faster than
+// one that worked out every copy's addresses from its index, and rolled
+// it is up to 1.5% faster at 32 tokens than unrolled; kernels/notes.md,
+// session 8.)
 template <int NT>
 __device__ __forceinline__ void stage_x_wg(uint32_t xb, const uint16_t* __restrict__ X, int K, int c0, int w, int xw,
-                                           int xcap, int nc, int rows, int tid, int threads) {
+                                           int xcap, int nc, int rows, int tid) {
+  static_assert(32 * kWgWarps == 128, "stage_x_wg maps 128 consumer threads");
   constexpr int kTok = 8 * NT;
-  constexpr int kTokShift = NT == 1 ? 3 : NT == 2 ? 4 : NT == 4 ? 5 : 6;
+  constexpr int kStep = NT == 1 ? 2 : 1;     // chunks between a thread's copies
+  constexpr int kPer = NT == 1 ? 1 : NT / 2;  // copies per chunk: tokens t0 + 16j
   const int first = w * xw;
   const int cnt = min(xw, nc - first);
-  const int total = xcap * 8 * kTok;  // 16-byte units of the buffer
-  for (int i = tid; i < total; i += threads) {
-    const int u = i & 7;
-    const int t = (i >> 3) & (kTok - 1);
-    const int lc = i >> (kTokShift + 3);
-    const bool real = t < rows && lc < cnt;
-    const uint16_t* src =
-        real ? X + static_cast<size_t>(t) * K + static_cast<size_t>(c0 + first + lc) * kChunk + 8 * u : X;
-    cp_async16s(xb + (lc * kTok + t) * 128 + 16 * (u ^ (t & 7)), src, real);
+  const int u = tid & 7;
+  const int t0 = NT == 1 ? (tid >> 3) & 7 : tid >> 3;
+  const int lc0 = NT == 1 ? tid >> 6 : 0;
+  const uint16_t* src = X + static_cast<size_t>(t0) * K + static_cast<size_t>(c0 + first + lc0) * kChunk + 8 * u;
+  uint32_t dst = xb + (lc0 * kTok + t0) * 128 + 16 * (u ^ (t0 & 7));
+#pragma unroll 1
+  for (int lc = lc0; lc < xcap; lc += kStep, src += kStep * kChunk, dst += kStep * kTok * 128) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const bool real = lc < cnt && t0 + 16 * j < rows;
+      cp_async16s(dst + j * 16 * 128, real ? src + static_cast<size_t>(16 * j) * K : X, real);
+    }
   }
 }
 
@@ -357,7 +369,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   // The consumers (under a programmatic launch, past SFS_GDC_WAIT only
   // once the grid before has finished: see its definition).
   SFS_GDC_WAIT();
-  stage_x_wg<NT>(xs, X, K, c0, 0, xw, xcap, nc, rows, tid, kThreads);
+  stage_x_wg<NT>(xs, X, K, c0, 0, xw, xcap, nc, rows, tid);
   cp_async_commit();
   cp_async_wait<0>();
   proxy_fence();
@@ -383,7 +395,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
       bar_group(1, kThreads);
     }
     if (windowed && pos == 0 && (win + 1) * xw < nc) {
-      stage_x_wg<NT>(xs + ((win + 1) & 1) * xbuf, X, K, c0, win + 1, xw, xcap, nc, rows, tid, kThreads);
+      stage_x_wg<NT>(xs + ((win + 1) & 1) * xbuf, X, K, c0, win + 1, xw, xcap, nc, rows, tid);
       cp_async_commit();
     }
     const int s = r % ST;

@@ -40,7 +40,11 @@
 
 #define SFS_GDC_LAUNCH() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
 #define SFS_GDC_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
-#include "../cuda/gemv_wg.cuh"
+// GEMV_WG_CUH: the kernel source to probe (another version of it, to compare).
+#ifndef GEMV_WG_CUH
+#define GEMV_WG_CUH "../cuda/gemv_wg.cuh"
+#endif
+#include GEMV_WG_CUH
 #include "probe_time.cuh"  // CK, Busy, batch_median
 
 #define PROBE(name, NT, SC)                                                                                  \
@@ -130,7 +134,14 @@ typedef void (*Fn)(float*, const uint16_t*, const uint16_t*, const uint32_t*, fl
 
 static const int kRot = 8, kSteps = 20;
 
-int main() {
+int main(int argc, char** argv) {
+  // "windows": only the alone column, over plans of 4-chunk stages with
+  // one-stage windows (xw = 4) beside the planner's 2-chunk ones at
+  // m = 64, each output compared with its group's first plan.
+  const bool windows = argc > 1 && strcmp(argv[1], "windows") == 0;
+  // "alone": only the alone column and a hash of every output (FNV-1a),
+  // to compare two builds of the kernel bit for bit.
+  const bool alone = argc > 1 && strcmp(argv[1], "alone") == 0;
   const size_t maxPack = 28672ull * 8192;  // bytes of packed values of the largest shape (70B gate_up)
   Busy busy = make_busy(256 << 20);
   std::vector<uint16_t*> pack;
@@ -150,6 +161,7 @@ int main() {
   const size_t maxX = 64ull * 28672;
   uint16_t* x;
   CK(cudaMalloc(&x, maxX * 2));
+  writex<<<132, 256>>>(x, maxX, 7);  // activations that differ by token and column
   std::vector<float*> ys(kSteps);
   for (auto& y : ys) CK(cudaMalloc(&y, 64ull * 28672 * 4));
   char* w;
@@ -179,6 +191,35 @@ int main() {
       {"8B down m64 sc2 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
       {"70B q_o m64 sc2 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
   };
+  if (alone)
+    plans.insert(plans.end(), {
+        {"8B gate_up m16 sc4 s1 xw8", 14336, 4096, 16, 4, 1, 8, false},
+        {"8B gate_up m32 sc4 s1 xw8", 14336, 4096, 32, 4, 1, 8, false},
+        {"8B gate_up m64 sc2 s1 xw6", 14336, 4096, 64, 2, 1, 6, false},
+        {"8B down m32 sc4 s4 xw8", 4096, 14336, 32, 4, 4, 8, false},
+        {"70B q_o m16 sc4 s2 xw8", 8192, 8192, 16, 4, 2, 8, false},
+        {"70B q_o m32 sc4 s2 xw8", 8192, 8192, 32, 4, 2, 8, false},
+        {"70B down m64 sc2 s2 xw6", 8192, 28672, 64, 2, 2, 6, false},
+        {"70B gate_up m64 sc2 s1 xw6", 28672, 8192, 64, 2, 1, 6, false},
+    });
+  if (windows)
+    plans = {
+        {"8B gate_up m64 sc2 s1 xw6", 14336, 4096, 64, 2, 1, 6, false},
+        {"8B gate_up m64 sc4 s1 xw4", 14336, 4096, 64, 4, 1, 4, false},
+        {"8B gate_up m32 sc4 s1 xw8", 14336, 4096, 32, 4, 1, 8, false},
+        {"8B gate_up m32 sc4 s1 xw4", 14336, 4096, 32, 4, 1, 4, false},
+        {"8B down m64 sc2 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
+        {"8B down m64 sc4 s4 xw4", 4096, 14336, 64, 4, 4, 4, false},
+        {"8B q_o m64 sc2 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
+        {"8B q_o m64 sc4 s4 xw4", 4096, 4096, 64, 4, 4, 4, false},
+        {"70B q_o m64 sc2 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
+        {"70B q_o m64 sc4 s2 xw4", 8192, 8192, 64, 4, 2, 4, false},
+        {"70B down m64 sc2 s2 xw6", 8192, 28672, 64, 2, 2, 6, false},
+        {"70B down m64 sc4 s2 xw4", 8192, 28672, 64, 4, 2, 4, false},
+        {"70B gate_up m64 sc2 s1 xw6", 28672, 8192, 64, 2, 1, 6, false},
+        {"70B gate_up m64 sc4 s1 xw4", 28672, 8192, 64, 4, 1, 4, false},
+    };
+  std::vector<uint32_t> ref;  // windows: the outputs of the group's first plan
   cublasLtHandle_t lt;
   LT(cublasLtCreate(&lt));
   const size_t wsBytes = 32 << 20;
@@ -255,6 +296,25 @@ int main() {
         CK(cudaMemcpy(all.data() + size_t(i) * p.m * p.n, ys[i], size_t(p.m) * p.n * 4, cudaMemcpyDeviceToHost));
       return all;
     };
+    if (alone) {
+      cudaGraphExec_t ge = graph(0, 1);
+      const float t = time(ge);
+      uint64_t h = 1469598103934665603ull;
+      for (uint32_t v : outputs(ge)) h = (h ^ v) * 1099511628211ull;
+      printf("%-28s %7.2f  %016llx\n", p.name, t, (unsigned long long)h);
+      CK(cudaGraphExecDestroy(ge));
+      continue;
+    }
+    if (windows) {
+      cudaGraphExec_t ge = graph(0, 1);
+      const float t = time(ge);
+      const auto out = outputs(ge);
+      const bool first = ref.size() != out.size() || strstr(p.name, "sc2") || strstr(p.name, "xw8");
+      if (first) ref = out;
+      printf("%-28s %7.2f  %s\n", p.name, t, first ? "" : out == ref ? "identical" : "DIFFERS");
+      CK(cudaGraphExecDestroy(ge));
+      continue;
+    }
     cudaGraphExec_t g[9] = {graph(0, 1), graph(0, 2), graph(1, 1), graph(1, 2), graph(2, 2),
                             graph(1, 0), graph(0, 3), graph(1, 3), graph(2, 3)};
     float us[9];
