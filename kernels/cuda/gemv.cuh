@@ -192,11 +192,14 @@ struct Copies {
 
   // issue queues stage st of a slice of nc chunks into the slot at byte
   // offset slot of the ring. kFull: the whole stage is inside the slice;
-  // otherwise chunks past it are zero-filled, never read.
+  // otherwise chunks past it are zero-filled, never read. dw and dm move
+  // every source by that many uint4 (gemv_wg.cuh's producer queues the
+  // row blocks of four warps from one Copies: the next block's weights are
+  // 32 rows further, its meta 32 words).
   template <bool kFull>
-  __device__ __forceinline__ void issue(int st, int nc, uint32_t slot) const {
-    const size_t wo = static_cast<size_t>(st) * wstep;
-    const size_t mo = static_cast<size_t>(st) * mstep;
+  __device__ __forceinline__ void issue(int st, int nc, uint32_t slot, size_t dw = 0, size_t dm = 0) const {
+    const size_t wo = static_cast<size_t>(st) * wstep + dw;
+    const size_t mo = static_cast<size_t>(st) * mstep + dm;
     const bool ok = kFull || st * SC + piece / 4 < nc;
 #pragma unroll
     for (int i = 0; i < S::kOps; ++i) {

@@ -40,10 +40,12 @@
 // starts at c·8·NT·128 bytes; a buffer is 1024-byte aligned. (Plain core
 // matrices, without the swizzle, measured up to 45% slower: kernels/notes.md,
 // variant 8.) Tokens past M and chunks past the slice are zero-filled, as
-// are the A fragments of chunks past the slice and of warps past N: wgmma
-// multiplies them (a branch around a wgmma makes ptxas serialize them all),
-// and zeros times zeros add nothing. The buffer of a slice staged whole
-// holds a whole number of stages.
+// are the packed values of chunks past the slice (the producer's copies):
+// wgmma multiplies them (a branch around a wgmma makes ptxas serialize
+// them all), and zeros times zeros add nothing. A warp past N multiplies
+// whatever its ring holds into its own rows of the accumulators, which
+// it never stores. Such chunks and warps get a valid meta pattern. The
+// buffer of a slice staged whole holds a whole number of stages.
 //
 // The activations are staged by the consumers, whole or in windows of xw
 // chunks through two buffers, as in gemv.cuh; at a new window each
@@ -206,9 +208,10 @@ __device__ __forceinline__ void stage_x_wg(uint32_t xb, const uint16_t* __restri
 // first chunk at shared address xs; the warpgroup's four warps run it
 // together (wgmma is collective). It waits for the previous stage's
 // products (their A registers are reused), loads every A fragment and meta
-// word of the stage (zeros, with a valid meta pattern, for chunks past the
-// slice and when live is false), issues the products and commits them
-// without waiting: the slot may be refilled as soon as it returns.
+// word of the stage (a valid meta pattern for chunks past the slice and
+// when live is false; see the top of this file for their A fragments),
+// issues the products and commits them without waiting: the slot may be
+// refilled as soon as it returns.
 template <typename T, int NT, int SC>
 __device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32_t slot, const Lane<NT>& ln,
                                                   uint32_t xs, int st, int nc, bool live) {
@@ -226,11 +229,6 @@ __device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32
       ldsm4(a[i][p][0], slot + ln.arow + 16 * unit);
       ldsm4(a[i][p][1], slot + ln.arow + 16 * S::kRowBytes + 16 * unit);
       e[i][p] = lds32(slot + S::kMetaOffset + (2 * i + p) * 128 + ln.meta);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        a[i][p][0][j] = ok ? a[i][p][0][j] : 0u;
-        a[i][p][1][j] = ok ? a[i][p][1][j] : 0u;
-      }
       e[i][p] = ok ? e[i][p] : 0x44444444u;  // groups keeping positions 0 and 1
     }
   }
@@ -347,17 +345,21 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
 
   if (warp == kWgWarps) {
     // The producer: stage q of every consumer into slot q % ST, in order.
+    // One Copies, of the first warp's row block, serves all four: warp
+    // w's rows are 32·w rows further (32·w·K/16 uint4), its meta 32·w
+    // words (8·w uint4), its ring w·ST stages.
+    const Copies<SC> cp(P, U, N, K, blockIdx.x * kWgWarps, c0, base, lane);
+    const int live = min(kWgWarps, blocks - blockIdx.x * kWgWarps);  // warps with rows
+    const size_t rowsU4 = static_cast<size_t>(2 * K);                // 32 rows of K/16 uint4
     for (int q = 0; q < nst; ++q) {
       const int s = q % ST;
       if (q >= ST) mbar_wait(bars + 8 * (ST + s), (q / ST - 1) & 1);  // its stage q-ST was read
-      for (int w = 0; w < kWgWarps; ++w) {
-        const int rb = blockIdx.x * kWgWarps + w;
-        if (rb >= blocks) break;
-        const Copies<SC> cp(P, U, N, K, rb, c0, base + w * ST * S::kBytes, lane);
+      for (int w = 0; w < live; ++w) {
+        const uint32_t slot = w * ST * S::kBytes + s * S::kBytes;
         if ((q + 1) * SC <= nc) {
-          cp.template issue<true>(q, nc, s * S::kBytes);
+          cp.template issue<true>(q, nc, slot, w * rowsU4, 8 * w);
         } else {
-          cp.template issue<false>(q, nc, s * S::kBytes);
+          cp.template issue<false>(q, nc, slot, w * rowsU4, 8 * w);
         }
       }
       mbar_arrive_cp(bars + 8 * s);
