@@ -417,6 +417,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   } else {
     finish<NT>(Y, W, acc, M, N, rb, lane);
   }
+  SFS_GEMV_TRACE(5);
 }
 
 }  // namespace gemv

@@ -38,6 +38,17 @@
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 
+// g_trace[CTA][point]: the global timer when thread 0 of each CTA reaches
+// the kernel's trace points ("trace" mode).
+__device__ unsigned long long g_trace[1 << 12][6];
+#define SFS_GEMV_TRACE(point)                                                                  \
+  do {                                                                                         \
+    if (threadIdx.x == 0) {                                                                    \
+      unsigned long long t_;                                                                   \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                   \
+      g_trace[blockIdx.y * gridDim.x + blockIdx.x][point] = t_;                                \
+    }                                                                                          \
+  } while (0)
 #define SFS_GDC_LAUNCH() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
 #define SFS_GDC_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
 // GEMV_WG_CUH: the kernel source to probe (another version of it, to compare).
@@ -143,6 +154,11 @@ int main(int argc, char** argv) {
   // "alone": only the alone column and a hash of every output (FNV-1a),
   // to compare two builds of the kernel bit for bit.
   const bool alone = argc > 1 && strcmp(argv[1], "alone") == 0;
+  // "trace": one launch of each plan after a warm one, behind a large
+  // copy; per trace point (0 entry, 1 activations staged, 2 first stage
+  // landed, 3 loop done, 4 partial sums stored, 5 sum done) the min /
+  // median / max over CTAs in µs after the first CTA's entry.
+  const bool trace = argc > 1 && strcmp(argv[1], "trace") == 0;
   const size_t maxPack = 28672ull * 8192;  // bytes of packed values of the largest shape (70B gate_up)
   Busy busy = make_busy(256 << 20);
   std::vector<uint16_t*> pack;
@@ -303,6 +319,28 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(all.data() + size_t(i) * p.m * p.n, ys[i], size_t(p.m) * p.n * 4, cudaMemcpyDeviceToHost));
       return all;
     };
+    if (trace) {
+      product(1, false);
+      queue_busy(busy, 0, st);
+      product(2, false);
+      CK(cudaStreamSynchronize(st));
+      const int ctas = grid.x * grid.y;
+      std::vector<unsigned long long> tr(ctas * 6);
+      CK(cudaMemcpyFromSymbol(tr.data(), g_trace, tr.size() * 8));
+      unsigned long long t0 = ~0ull;
+      for (int c = 0; c < ctas; ++c) t0 = std::min(t0, tr[c * 6]);
+      printf("%-28s %3d CTAs:", p.name, ctas);
+      for (int pt = 0; pt < 6; ++pt) {
+        std::vector<float> v;
+        for (int c = 0; c < ctas; ++c)
+          if (tr[c * 6 + pt] >= t0 && tr[c * 6 + pt] - t0 < 1000000) v.push_back((tr[c * 6 + pt] - t0) / 1e3f);
+        if (v.empty()) continue;
+        std::sort(v.begin(), v.end());
+        printf("  [%d] %.2f/%.2f/%.2f", pt, v.front(), v[v.size() / 2], v.back());
+      }
+      printf("\n");
+      continue;
+    }
     if (alone) {
       cudaGraphExec_t ge = graph(0, 1);
       const float t = time(ge);
