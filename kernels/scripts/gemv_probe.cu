@@ -19,15 +19,7 @@
 #include <string>
 #include <cuda_runtime.h>
 
-__device__ unsigned long long g_trace[1 << 14][5];
-#define SFS_GEMV_TRACE(point)                                                                  \
-  do {                                                                                         \
-    if (threadIdx.x == 0) {                                                                    \
-      unsigned long long t_;                                                                   \
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                   \
-      g_trace[blockIdx.y * gridDim.x + blockIdx.x][point] = t_;                                \
-    }                                                                                          \
-  } while (0)
+#include "probe_trace.cuh"  // SFS_GEMV_TRACE, print_trace
 
 // GEMV_CUH: the kernel source to probe (another version of it, to compare).
 #ifndef GEMV_CUH
@@ -248,21 +240,8 @@ int main(int argc, char** argv) {
     queue_busy(b.busy, 8 << 20);
     launch(4);
     CK(cudaDeviceSynchronize());
-    const int ctas = grid.x * grid.y;
-    std::vector<unsigned long long> tr(ctas * 5);
-    CK(cudaMemcpyFromSymbol(tr.data(), g_trace, tr.size() * 8));
-    unsigned long long t0 = ~0ull;
-    for (int c = 0; c < ctas; ++c) t0 = std::min(t0, tr[c * 5]);
-    printf("  trace (us after the first entry; min / median / max over %d CTAs):", ctas);
-    for (int pt = 0; pt < 5; ++pt) {
-      std::vector<float> v;
-      for (int c = 0; c < ctas; ++c)
-        if (tr[c * 5 + pt] >= t0 && tr[c * 5 + pt] - t0 < 1000000) v.push_back((tr[c * 5 + pt] - t0) / 1e3f);
-      if (v.empty()) continue;
-      std::sort(v.begin(), v.end());
-      printf("  [%d] %.2f/%.2f/%.2f", pt, v.front(), v[v.size() / 2], v.back());
-    }
-    printf("\n");
+    printf("  trace (us after the first entry; min / median / max over %d CTAs):", grid.x * grid.y);
+    print_trace(grid.x * grid.y);
   }
   return 0;
 }

@@ -38,17 +38,7 @@
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 
-// g_trace[CTA][point]: the global timer when thread 0 of each CTA reaches
-// the kernel's trace points ("trace" mode).
-__device__ unsigned long long g_trace[1 << 12][6];
-#define SFS_GEMV_TRACE(point)                                                                  \
-  do {                                                                                         \
-    if (threadIdx.x == 0) {                                                                    \
-      unsigned long long t_;                                                                   \
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                   \
-      g_trace[blockIdx.y * gridDim.x + blockIdx.x][point] = t_;                                \
-    }                                                                                          \
-  } while (0)
+#include "probe_trace.cuh"  // SFS_GEMV_TRACE, print_trace
 #define SFS_GDC_LAUNCH() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
 #define SFS_GDC_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
 // GEMV_WG_CUH: the kernel source to probe (another version of it, to compare).
@@ -324,21 +314,8 @@ int main(int argc, char** argv) {
       queue_busy(busy, 0, st);
       product(2, false);
       CK(cudaStreamSynchronize(st));
-      const int ctas = grid.x * grid.y;
-      std::vector<unsigned long long> tr(ctas * 6);
-      CK(cudaMemcpyFromSymbol(tr.data(), g_trace, tr.size() * 8));
-      unsigned long long t0 = ~0ull;
-      for (int c = 0; c < ctas; ++c) t0 = std::min(t0, tr[c * 6]);
-      printf("%-28s %3d CTAs:", p.name, ctas);
-      for (int pt = 0; pt < 6; ++pt) {
-        std::vector<float> v;
-        for (int c = 0; c < ctas; ++c)
-          if (tr[c * 6 + pt] >= t0 && tr[c * 6 + pt] - t0 < 1000000) v.push_back((tr[c * 6 + pt] - t0) / 1e3f);
-        if (v.empty()) continue;
-        std::sort(v.begin(), v.end());
-        printf("  [%d] %.2f/%.2f/%.2f", pt, v.front(), v[v.size() / 2], v.back());
-      }
-      printf("\n");
+      printf("%-28s %3d CTAs:", p.name, grid.x * grid.y);
+      print_trace(grid.x * grid.y);
       continue;
     }
     if (alone) {
