@@ -186,17 +186,10 @@ func (d *Device) gemvPlanFor(m, n, k int, o gemvOptions, cand int) (gemvPlan, er
 	if p, ok := d.fn.gemvPlans[key]; ok {
 		return p, nil
 	}
-	if cand < 0 || cand >= gemvMaxCandidates {
-		return gemvPlan{}, fmt.Errorf("%w: candidate %d (there are at most %d)", errGemvPlan, cand, gemvMaxCandidates)
-	}
-	ps, err := gemvCandidates(m, n, k, d.fn.gemvLim, o, cand+1)
+	p, err := gemvCandidate(m, n, k, d.fn.gemvLim, o, cand)
 	if err != nil {
 		return gemvPlan{}, err
 	}
-	if cand >= len(ps) {
-		return gemvPlan{}, fmt.Errorf("%w: candidate %d of %d", errGemvPlan, cand, len(ps))
-	}
-	p := ps[cand]
 	// Every cached plan holds the one workspace; keep it when the cache
 	// starts over.
 	var w *gemvWork

@@ -340,6 +340,24 @@ func gemvCandidates(m, n, k int, lim gemvLimits, o gemvOptions, count int) ([]ge
 	return defaultGemvModel().candidates(m, n, k, lim, o, count)
 }
 
+// gemvCandidate returns the plan gemvCandidates lists cand-th of
+// gemvMaxCandidates: the list SparseCandidates shows, whose entries
+// SparseMatmulCandidate runs. (A shorter list is not a prefix of it: it
+// holds fewer plans of each form.)
+func gemvCandidate(m, n, k int, lim gemvLimits, o gemvOptions, cand int) (gemvPlan, error) {
+	if cand < 0 || cand >= gemvMaxCandidates {
+		return gemvPlan{}, fmt.Errorf("%w: candidate %d (there are at most %d)", errGemvPlan, cand, gemvMaxCandidates)
+	}
+	ps, err := gemvCandidates(m, n, k, lim, o, gemvMaxCandidates)
+	if err != nil {
+		return gemvPlan{}, err
+	}
+	if cand >= len(ps) {
+		return gemvPlan{}, fmt.Errorf("%w: candidate %d of %d", errGemvPlan, cand, len(ps))
+	}
+	return ps[cand], nil
+}
+
 // rated is a plan and its cost under a model.
 type rated struct {
 	p    gemvPlan

@@ -3,6 +3,7 @@ package kernels
 import (
 	"bufio"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
@@ -358,6 +359,35 @@ func TestGemvCandidates(t *testing.T) {
 	if regret[gemvMaxCandidates] >= regret[1] || regret[gemvMaxCandidates] > 0.01 {
 		t.Errorf("timing %d candidates: %.2f%% over the best on average, the model's choice alone %.2f%%",
 			gemvMaxCandidates, 100*regret[gemvMaxCandidates], 100*regret[1])
+	}
+}
+
+// TestGemvCandidate checks that candidate i, the plan SparseMatmulCandidate
+// runs, is the plan SparseCandidates lists i-th, for every Llama-3
+// projection and decode token count with and without the warpgroup form.
+// (It was not: the launch planned a list of i+1 candidates, which holds
+// fewer of each form, so bench timed plans other than those it named,
+// some twice.)
+func TestGemvCandidate(t *testing.T) {
+	for _, wg := range []bool{false, true} {
+		lim := h100Limits
+		lim.wg = wg
+		for _, s := range sweepShapes() {
+			for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
+				ps, err := gemvCandidates(m, s.n, s.k, lim, gemvOptions{}, gemvMaxCandidates)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, want := range ps {
+					if got, err := gemvCandidate(m, s.n, s.k, lim, gemvOptions{}, i); err != nil || got != want {
+						t.Errorf("wg %v %s m=%d: candidate %d is %v, %v; the list says %v", wg, s.proj, m, i, got, err, want)
+					}
+				}
+				if _, err := gemvCandidate(m, s.n, s.k, lim, gemvOptions{}, len(ps)); !errors.Is(err, errGemvPlan) {
+					t.Errorf("wg %v %s m=%d: candidate %d of %d: %v", wg, s.proj, m, len(ps), len(ps), err)
+				}
+			}
+		}
 	}
 }
 
