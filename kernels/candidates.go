@@ -73,7 +73,10 @@ func (d *Device) CublasLtVersion() (int, string) {
 // "decode sc4 w4 kw1 s1 xw8": chunks per stage, warps per CTA and per row
 // block, slices of k, chunks per window of activations (0: staged whole),
 // and " wg" for the kernel's warpgroup form (wgmma.sp; H100 and H200
-// only), of which the list holds at most half.
+// only), of which the model's picks hold at most half. From 33 tokens the
+// list ends with up to two plans of that form that split the tokens over
+// CTAs (" tok32": each CTA multiplies 32 of them, the weight read once per
+// group), which the model does not rank.
 // Above 64 tokens there is one, the tiled kernel. An engine on another
 // GPU times each once and keeps the fastest, as it does with
 // [Device.DenseCandidates].

@@ -22,7 +22,11 @@ import (
 // same results bit for bit; from gemvCoopMinTokens its launches of several
 // slices may be cooperative, every slice sharing the sum (the same bits
 // again), and fall back to the last slice's sum where the driver refuses
-// them. planGemv (gemvplan.go) chooses the launch.
+// them; and its launches may split the tokens into groups of 8·tiles, one
+// per grid.z, each with its own slices (token groups: fewer partial sums
+// at 64 tokens, the weight read from L2 once per group). planGemv
+// (gemvplan.go) chooses the launch; the candidates an engine times add
+// token-group plans from gemvGroupMinTokens.
 const (
 	gemvMaxTokens  = 64 // 8 tiles of 8 tokens
 	gemvMaxWarps   = 8  // the kernels' __launch_bounds__(256)
@@ -200,12 +204,8 @@ func (d *Device) gemvPlanFor(m, n, k int, o gemvOptions, cand int) (gemvPlan, er
 	if w == nil {
 		w = new(gemvWork)
 	}
-	if p.splits > 1 {
-		counters := n / 32
-		if p.coop {
-			counters *= 2 // arrival and departure counters
-		}
-		if err := d.growGemvWork(w, counters, int64(p.splits)*int64(m)*int64(n)); err != nil {
+	if counters, partials := p.workspace(m, n); counters > 0 {
+		if err := d.growGemvWork(w, counters, partials); err != nil {
 			return gemvPlan{}, fmt.Errorf("allocating the split-K workspace: %w", err)
 		}
 	}

@@ -192,6 +192,10 @@ type gemvOptions struct {
 	// coop forces the warpgroup form's cooperative split-K sum (1) or the
 	// last slice's (-1).
 	coop int
+	// tiles splits the tokens into groups of 8·tiles (1, 2, 4 or 8), one
+	// per grid.z, each CTA multiplying one group's (the warpgroup form
+	// only); 0: every CTA all m tokens.
+	tiles int
 }
 
 // gemvPlan is one launch of the decode kernel.
@@ -211,6 +215,11 @@ type gemvPlan struct {
 	// the split-K sum (finish_coop), rather than leave it to the last;
 	// several slices, at most one CTA per SM, gemvCoopMinTokens or more.
 	coop bool
+	// groups is the token groups of the warpgroup form (grid.z, 2 or
+	// more; tiles is then a group's): each CTA multiplies 8·tiles of the
+	// tokens and the weight is read once per group, from L2 after the
+	// first, for fewer slices of k. 0: one group of all the tokens.
+	groups int
 	// work is the Device's split-K workspace, the same for all its plans;
 	// nil until gemvPlanFor caches the plan.
 	work *gemvWork
@@ -218,7 +227,24 @@ type gemvPlan struct {
 
 // grid returns the launch grid of p for n weight rows.
 func (p gemvPlan) grid(n int) dim3 {
-	return dim3{uint32(ceilDiv(n/32, p.warps/p.kw)), uint32(p.splits), 1}
+	return dim3{uint32(ceilDiv(n/32, p.warps/p.kw)), uint32(p.splits), uint32(max(1, p.groups))}
+}
+
+// workspace returns the u32 counters and the float partial sums p's
+// launches for m tokens and n rows need in the split-K workspace (none
+// for one slice): a counter per 32-row block (two for the cooperative
+// sum) and the slices' sums of every token; with token groups, two
+// counters per row block and the sums of 8·tiles tokens for each group.
+func (p gemvPlan) workspace(m, n int) (counters int, partials int64) {
+	switch {
+	case p.splits <= 1:
+		return 0, 0
+	case p.groups > 1:
+		return p.groups * 2 * (n / 32), int64(p.groups) * int64(p.splits) * int64(8*p.tiles) * int64(n)
+	case p.coop:
+		return 2 * (n / 32), int64(p.splits) * int64(m) * int64(n)
+	}
+	return n / 32, int64(p.splits) * int64(m) * int64(n)
 }
 
 // threads returns the CTA size of p: its warps, and the warpgroup form's
@@ -417,6 +443,10 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	if o.wg == 1 && !lim.wg {
 		return nil, fmt.Errorf("%w: the warpgroup form needs an sm_90a device (H100, H200) and its PTX", errGemvPlan)
 	}
+	if o.tiles != 0 && (o.tiles < 0 || o.tiles > 8 || o.tiles&(o.tiles-1) != 0 || o.wg == -1 || !lim.wg || o.coop == 1) {
+		return nil, fmt.Errorf("%w: token groups are the warpgroup form's (sm_90a), of 1, 2, 4 or 8 tiles, "+
+			"without the cooperative sum, not %+v", errGemvPlan, o)
+	}
 	if o.wg == 1 && (o.warps != 0 && o.warps != gemvWgWarps || o.kw > 1) {
 		return nil, fmt.Errorf("%w: the warpgroup form has %d warps of one row block each, not %d of %d",
 			errGemvPlan, gemvWgWarps, o.warps, o.kw)
@@ -482,7 +512,55 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	for i, r := range chosen {
 		out[i] = r.p
 	}
+	if count >= gemvMaxCandidates && o == (gemvOptions{}) {
+		if gp := md.groupPlans(m, n, k, lim); len(gp) > 0 {
+			out = append(out[:min(len(out), count-len(gp))], gp...)
+		}
+	}
 	return out, nil
+}
+
+// gemvGroupMinTokens is the fewest tokens for which the candidates hold
+// token-group plans: at 64 tokens they measured up to 13% faster than the
+// model's choice on k/v and q/o (H100, kernels/notes.md, session 8), at 32
+// within ±7% either way.
+const gemvGroupMinTokens = 33
+
+// groupPlans returns the token-group plans the candidates end with (at
+// most two, of the warpgroup form on sm_90a devices, from
+// gemvGroupMinTokens tokens): groups of 32 and of 16 tokens, each with the
+// most slices (8, 4, 2 or 1) that keep the grid within one wave, in
+// 4-chunk stages, the activations staged whole where they fit. The model
+// has no term for reading the weight once per group, so it does not rank
+// them: an engine times them beside its plans, and planGemv never picks
+// them.
+func (md gemvModel) groupPlans(m, n, k int, lim gemvLimits) []gemvPlan {
+	if !lim.wg || m < gemvGroupMinTokens {
+		return nil
+	}
+	var out []gemvPlan
+	rowCTAs := ceilDiv(n/32, gemvWgWarps)
+	for _, tiles := range []int{4, 2} {
+		groups := ceilDiv(m, 8*tiles)
+		for _, s := range []int{8, 4, 2, 1} {
+			if rowCTAs*s*groups > lim.sms || s > k/gemvChunk {
+				continue
+			}
+			// The activations staged whole where they fit (no window
+			// switches, as measured), else in the model's windows.
+			o := gemvOptions{wg: 1, sc: 4, splits: s, tiles: tiles, window: -1}
+			ps, err := md.candidates(m, n, k, lim, o, 1)
+			if err != nil {
+				o.window = 0
+				ps, err = md.candidates(m, n, k, lim, o, 1)
+			}
+			if err == nil {
+				out = append(out, ps[0])
+			}
+			break
+		}
+	}
+	return out
 }
 
 // gemvSweptSlices reports whether planGemv may choose s slices on its
@@ -502,7 +580,15 @@ func gemvSweptSlices(s int) bool {
 // (wg; w = 4, kw = 1) or not: each slice length, the activations staged
 // whole where they fit and in windows, with its cost.
 func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOptions, sc, w, kw int, wg bool) []rated {
-	tiles := gemvTiles(m)
+	tiles, groups, mc := gemvTiles(m), 0, m // mc: the tokens of a CTA
+	if o.tiles != 0 {
+		if !wg {
+			return all
+		}
+		if tiles = min(o.tiles, tiles); ceilDiv(m, 8*tiles) > 1 {
+			groups, mc = ceilDiv(m, 8*tiles), 8*tiles
+		}
+	}
 	chunks := k / gemvChunk
 	for _, windowed := range []bool{false, true} {
 		if o.window == 1 && !windowed || o.window == -1 && windowed {
@@ -547,13 +633,13 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 			if windowed {
 				pxw = xw
 			}
-			p := gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw, wg: wg}
+			p := gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw, wg: wg, groups: groups}
 			p.smem = p.sharedBytes(m)
 			if o.coop != 1 {
-				all = append(all, rated{p: p, cost: md.rate(m, n, k, lim, p)})
+				all = append(all, rated{p: p, cost: md.rate(mc, n, k, lim, p)})
 			}
 			// The cooperative sum: every CTA resident at once, one per SM.
-			if wg && o.coop != -1 && s > 1 && m >= gemvCoopMinTokens && ceilDiv(n/32, gemvWgWarps)*s <= lim.sms {
+			if wg && o.coop != -1 && groups == 0 && s > 1 && m >= gemvCoopMinTokens && ceilDiv(n/32, gemvWgWarps)*s <= lim.sms {
 				p.coop = true
 				all = append(all, rated{p: p, cost: md.rate(m, n, k, lim, p)})
 			}
@@ -577,6 +663,9 @@ func (p gemvPlan) String() string {
 	s := fmt.Sprintf("decode sc%d w%d kw%d s%d xw%d", p.sc, p.warps, p.kw, p.splits, p.xw)
 	if p.wg {
 		s += " wg"
+	}
+	if p.groups > 1 {
+		s += fmt.Sprintf(" tok%d", 8*p.tiles)
 	}
 	if p.coop {
 		s += " coop"

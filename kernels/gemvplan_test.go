@@ -391,6 +391,79 @@ func TestGemvCandidate(t *testing.T) {
 	}
 }
 
+// TestGemvGroupCandidates checks the token-group plans the candidates end
+// with on an sm_90a device: from gemvGroupMinTokens, groups of 32 and 16
+// tokens with the most slices that keep the grid within one wave (the
+// plans that measured fastest at 64 tokens on the H100's k/v and q/o),
+// never planGemv's choice, and their workspace.
+func TestGemvGroupCandidates(t *testing.T) {
+	lim := h100Limits
+	lim.wg = true
+	for _, c := range []struct {
+		m, n, k int
+		want    []string // the candidates' last plans
+	}{
+		{64, 1024, 4096, []string{"decode sc4 w4 kw1 s8 xw0 wg tok32", "decode sc4 w4 kw1 s4 xw0 wg tok16"}},
+		{64, 4096, 4096, []string{"decode sc4 w4 kw1 s2 xw8 wg tok32", "decode sc4 w4 kw1 s1 xw8 wg tok16"}},
+		{64, 8192, 8192, []string{"decode sc4 w4 kw1 s1 xw8 wg tok32"}}, // 16-token groups: 256 CTAs
+		{40, 1024, 8192, []string{"decode sc4 w4 kw1 s8 xw0 wg tok32", "decode sc4 w4 kw1 s4 xw0 wg tok16"}},
+		{64, 14336, 4096, nil}, // 112 CTAs of 128 rows: no room for groups
+		{32, 1024, 4096, nil},
+	} {
+		ps, err := gemvCandidates(c.m, c.n, c.k, lim, gemvOptions{}, gemvMaxCandidates)
+		if err != nil || len(ps) != gemvMaxCandidates {
+			t.Fatalf("%+v: %d candidates, %v", c, len(ps), err)
+		}
+		var got []string
+		for _, p := range ps {
+			if p.groups > 0 {
+				got = append(got, p.String())
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("m=%d %dx%d: token-group candidates %q, want %q", c.m, c.n, c.k, got, c.want)
+		}
+		if p, _ := planGemv(c.m, c.n, c.k, lim, gemvOptions{}); p != ps[0] || p.groups != 0 {
+			t.Errorf("m=%d %dx%d: planGemv %v, first candidate %v", c.m, c.n, c.k, p, ps[0])
+		}
+		seen := map[gemvPlan]bool{}
+		for i, p := range ps {
+			if seen[p] {
+				t.Errorf("m=%d %dx%d: candidate %d repeats %v", c.m, c.n, c.k, i, p)
+			}
+			seen[p] = true
+			if p.groups > 0 && i < len(ps)-len(c.want) {
+				t.Errorf("m=%d %dx%d: token-group plan %v at %d, before the model's", c.m, c.n, c.k, p, i)
+			}
+		}
+	}
+	// The workspace: the sums of every group's 8·tiles tokens for each
+	// slice, and two counters per row block for each group.
+	p, err := planGemv(64, 1024, 4096, lim, gemvOptions{tiles: 2, sc: 4, splits: 4})
+	if err != nil || p.groups != 4 || p.splits != 4 || p.grid(1024) != (dim3{8, 4, 4}) {
+		t.Fatalf("16-token groups of 64 tokens over 4 slices: %+v, %v", p, err)
+	}
+	if counters, partials := p.workspace(64, 1024); counters != 4*2*32 || partials != 4*4*16*1024 {
+		t.Errorf("workspace: %d counters, %d partial sums", counters, partials)
+	}
+	for _, c := range []struct {
+		p        gemvPlan
+		m, n     int
+		counters int
+		partials int64
+	}{
+		{gemvPlan{splits: 1}, 64, 1024, 0, 0},
+		{gemvPlan{splits: 1, groups: 4, tiles: 2}, 64, 1024, 0, 0},
+		{gemvPlan{splits: 8, tiles: 8}, 64, 1024, 32, 8 * 64 * 1024},
+		{gemvPlan{splits: 16, tiles: 8, coop: true}, 64, 1024, 64, 16 * 64 * 1024},
+		{gemvPlan{splits: 3, tiles: 1, groups: 5}, 33, 96, 5 * 2 * 3, 5 * 3 * 8 * 96},
+	} {
+		if counters, partials := c.p.workspace(c.m, c.n); counters != c.counters || partials != c.partials {
+			t.Errorf("%+v m=%d n=%d: workspace %d, %d; want %d, %d", c.p, c.m, c.n, counters, partials, c.counters, c.partials)
+		}
+	}
+}
+
 // TestPlanGemvWarpgroup checks how planGemv weighs the warpgroup form on an
 // sm_90a device: at 1-32 tokens, where the probe measured it 4-9% faster
 // than the mma.sp kernel on the same plan, it is the choice for the 8B

@@ -56,6 +56,12 @@ func TestPlanGemv(t *testing.T) {
 		{64, 1024, 4096, h100WG, gemvOptions{coop: 1}},
 		{33, 288, 1600, h100WG, gemvOptions{coop: 1, sc: 2, splits: 3}},
 		{32, 1024, 8192, h100WG, gemvOptions{coop: -1}},
+		{64, 1024, 4096, h100WG, gemvOptions{tiles: 2, sc: 4, splits: 4}},
+		{47, 4096, 4096, h100WG, gemvOptions{tiles: 4}},
+		{33, 288, 320, h100WG, gemvOptions{tiles: 1, splits: 2}},
+		{9, 96, 1600, h100WG, gemvOptions{tiles: 1, window: 1, splits: 1}},
+		{8, 96, 192, h100WG, gemvOptions{tiles: 1}},  // one group: no groups
+		{16, 96, 192, h100WG, gemvOptions{tiles: 4}}, // fewer tokens than the tiles hold
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
 		if err != nil {
@@ -71,8 +77,11 @@ func TestPlanGemv(t *testing.T) {
 			chunks := c.k / gemvChunk
 			switch {
 			case p.tiles != 1 && p.tiles != 2 && p.tiles != 4 && p.tiles != 8,
-				8*p.tiles < c.m, p.tiles > 1 && 4*p.tiles >= c.m:
-				t.Errorf("%+v: %d tiles for m = %d", c, p.tiles, c.m)
+				p.groups == 0 && (8*p.tiles < c.m || p.tiles > 1 && 4*p.tiles >= c.m),
+				p.groups != 0 && (p.groups < 2 || 8*p.tiles*p.groups < c.m || 8*p.tiles*(p.groups-1) >= c.m),
+				p.groups != 0 && (!p.wg || p.coop || c.o.tiles != 0 && p.tiles != c.o.tiles),
+				c.o.tiles != 0 && p.groups == 0 && 8*c.o.tiles < c.m:
+				t.Errorf("%+v: %d tiles in %d groups for m = %d", c, p.tiles, p.groups, c.m)
 			case c.o.sc != 0 && p.sc != c.o.sc || p.sc != 2 && p.sc != 4:
 				t.Errorf("%+v: %d chunks per stage", c, p.sc)
 			case p.warps < 1 || p.warps > gemvMaxWarps || c.o.warps != 0 && p.warps != c.o.warps:
@@ -99,7 +108,8 @@ func TestPlanGemv(t *testing.T) {
 				t.Errorf("%+v: cooperative %v with %d slices, grid %v", c, p.coop, p.splits, p.grid(c.n))
 			}
 			rows := 32 * p.warps / p.kw // weight rows of a CTA
-			if g := p.grid(c.n); int(g[0])*rows < c.n || int(g[0]-1)*rows >= c.n || int(g[1]) != p.splits {
+			if g := p.grid(c.n); int(g[0])*rows < c.n || int(g[0]-1)*rows >= c.n || int(g[1]) != p.splits ||
+				int(g[2]) != max(1, p.groups) {
 				t.Errorf("%+v: grid %v", c, g)
 			}
 		}
@@ -170,6 +180,12 @@ func TestPlanGemv(t *testing.T) {
 		{32, 1024, 4096, h100WG, gemvOptions{coop: 1}},
 		{64, 1024, 4096, h100WG, gemvOptions{coop: 2}},
 		{64, 14336, 4096, h100WG, gemvOptions{coop: 1, splits: 2}}, // 224 CTAs on 132 SMs
+		{64, 1024, 4096, h100WG, gemvOptions{tiles: 3}},
+		{64, 1024, 4096, h100WG, gemvOptions{tiles: 16}},
+		{64, 1024, 4096, h100WG, gemvOptions{tiles: -1}},
+		{64, 1024, 4096, h100Limits, gemvOptions{tiles: 2}}, // no sm_90a kernels
+		{64, 1024, 4096, h100WG, gemvOptions{tiles: 2, wg: -1}},
+		{64, 1024, 4096, h100WG, gemvOptions{tiles: 2, coop: 1}},
 	} {
 		if p, err := planGemv(c.m, c.n, c.k, c.lim, c.o); !errors.Is(err, errGemvPlan) {
 			t.Errorf("%+v: plan %+v, error %v", c, p, err)
@@ -254,7 +270,9 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 // slice staged whole (k = 5 chunks: a buffer rounded up to 8) and, where a
 // slice holds more than one window, windows over one and two slices, and
 // from 33 tokens the cooperative split-K sum (planGemv's, and 2-chunk
-// stages over 3 slices); those that fit in lim's shared memory.
+// stages over 3 slices), and from 9 tokens token groups (of 8 tokens over
+// two slices, of 16 in 4-chunk stages: a last group short of tokens);
+// those that fit in lim's shared memory.
 func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	c := []sparseChoice{
 		{kernel: sparseGemv, gemv: gemvOptions{}},
@@ -279,7 +297,8 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	if k/gemvChunk >= 2*gemvWindow(4, 1)+1 {
 		wg = append(wg, gemvOptions{wg: 1, sc: 4, splits: 1, window: 1}, gemvOptions{wg: 1, sc: 2, splits: 2, window: 1})
 	}
-	wg = append(wg, gemvOptions{coop: 1}, gemvOptions{coop: 1, sc: 2, splits: 3})
+	wg = append(wg, gemvOptions{coop: 1}, gemvOptions{coop: 1, sc: 2, splits: 3},
+		gemvOptions{tiles: 1, splits: 2}, gemvOptions{tiles: 2, sc: 4})
 	for _, o := range wg {
 		if _, err := planGemv(m, 32, k, lim, o); err == nil {
 			c = append(c, sparseChoice{kernel: sparseGemv, gemv: o})

@@ -416,11 +416,12 @@ __device__ __forceinline__ void store_sums(float* __restrict__ out, const float 
 // finish stores a warp's sums of its 32 weight rows (block rb) for the
 // CTA's slice of K: to Y when the launch has one slice, else to the
 // workspace, after which the last slice of the row block to draw its
-// ticket adds them all up (reduce). Both the mma.sp and the warpgroup
-// kernels end with it.
+// ticket, ctr[-1-rb], adds them all up (reduce). Both the mma.sp and the
+// warpgroup kernels end with it; ctr is (unsigned*)W but for the
+// warpgroup form's token groups.
 template <int NT>
 __device__ __forceinline__ void finish(float* __restrict__ Y, float* __restrict__ W, const float (&acc)[NT][2][4],
-                                       int M, int N, int rb, int lane) {
+                                       int M, int N, int rb, int lane, unsigned* ctr) {
   // One slice: the sums are final. Several: this slice's part of them goes
   // to the workspace, the same [token][row] layout as Y.
   const int slices = gridDim.y;
@@ -433,7 +434,7 @@ __device__ __forceinline__ void finish(float* __restrict__ Y, float* __restrict_
   // before it) and, for the last warp, acquires those of the other slices
   // (the barrier after it orders them before every lane's loads).
   __syncwarp();
-  unsigned* counter = reinterpret_cast<unsigned*>(W) - 1 - rb;
+  unsigned* counter = ctr - 1 - rb;
   unsigned ticket = 0;
   if (lane == 0) {
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(ticket) : "l"(counter) : "memory");
@@ -635,7 +636,7 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
     static_assert(kAcc * 32 * 4 <= ST * S::kBytes, "a warp's sums fit in its ring");
   }
 
-  finish<NT>(Y, W, acc, M, N, rb, lane);
+  finish<NT>(Y, W, acc, M, N, rb, lane, reinterpret_cast<unsigned*>(W));
 }
 
 }  // namespace gemv

@@ -253,15 +253,16 @@ __device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32
 // S have; then slice s adds up tokens [s·q, (s+1)·q) (q = ceil(M/S)) over
 // the S partial sums in slice order from zero, as reduce does from 4
 // tokens, and stores them; the last warp to leave (departure counter)
-// puts both counters back to 0. The counters: arrival ((u32*)W)[-1-rb],
-// departure ((u32*)W)[-1-rb-blocks].
+// puts both counters back to 0. The counters: arrival ctr[-1-rb],
+// departure ctr[-1-rb-blocks] (ctr is (u32*)W but for token groups).
 template <int NT>
 __device__ __forceinline__ void finish_coop(float* __restrict__ Y, float* __restrict__ W,
-                                            const float (&acc)[NT][2][4], int M, int N, int rb, int lane) {
+                                            const float (&acc)[NT][2][4], int M, int N, int rb, int lane,
+                                            unsigned* ctr) {
   const int S = gridDim.y, slice = blockIdx.y, blocks = N / 32;
   store_sums<NT>(W + static_cast<size_t>(slice) * M * N, acc, M, N, rb, lane);
   __syncwarp();
-  unsigned* arrive = reinterpret_cast<unsigned*>(W) - 1 - rb;
+  unsigned* arrive = ctr - 1 - rb;
   unsigned* depart = arrive - blocks;
   if (lane == 0) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(arrive) : "memory");
@@ -316,6 +317,18 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
+  unsigned* ctr = reinterpret_cast<unsigned*>(W);  // the row blocks' counters lie below it
+  if (gridDim.z > 1) {
+    // Token group z = blockIdx.z: tokens [z·8·NT, (z+1)·8·NT) of M, with
+    // its own partial sums (S·8·NT·N floats from W + z·S·8·NT·N) and
+    // counters (2·N/32 words from ctr - z·2·N/32 down).
+    const size_t first = static_cast<size_t>(blockIdx.z) * kTokens;
+    X += first * K;
+    Y += first * N;
+    W += blockIdx.z * static_cast<size_t>(gridDim.y) * kTokens * N;
+    ctr -= blockIdx.z * 2 * (N / 32);
+    M = min(kTokens, M - static_cast<int>(first));
+  }
   const int chunks = K / kChunk;
   const int cps = (chunks + gridDim.y - 1) / gridDim.y;  // chunks per slice
   const int c0 = blockIdx.y * cps;
@@ -413,9 +426,9 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   SFS_GEMV_TRACE(3);
   if (!active) return;
   if (coop && gridDim.y > 1) {
-    finish_coop<NT>(Y, W, acc, M, N, rb, lane);
+    finish_coop<NT>(Y, W, acc, M, N, rb, lane, ctr);
   } else {
-    finish<NT>(Y, W, acc, M, N, rb, lane);
+    finish<NT>(Y, W, acc, M, N, rb, lane, ctr);
   }
   SFS_GEMV_TRACE(5);
 }

@@ -21,6 +21,10 @@
 // resident at once: a cooperative launch) has the slices share the sum
 // (finish_coop in gemv_wg.cuh), with the same bits, and needs 2·(N/32)
 // counters below the workspace; coop = 0 leaves it to the last slice.
+// grid.z = G > 1 splits the tokens into G groups of 8·NT (the last holds
+// the rest): group z multiplies tokens z·8·NT … with its own S·8·NT·N
+// partial sums, from W + z·S·8·NT·N, and its own 2·(N/32) counters, the
+// z-th such run below W (so 2·G·(N/32) counters in all).
 #define SFS_GEMV_WG(name, T, NT, SC)                                                                        \
   extern "C" __global__ void __launch_bounds__(32 * (sfs::gemv::kWgWarps + 1))                              \
       name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,           \

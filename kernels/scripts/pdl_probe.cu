@@ -30,6 +30,7 @@
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/pdl kernels/scripts/pdl_probe.cu -lcublasLt && /tmp/pdl
 //
 // Not part of the product or its tests.
+#include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
@@ -126,6 +127,7 @@ struct Plan {
   const char* name;
   int n, k, m, sc, splits, xwin;  // xwin 0: whole
   bool coop;
+  int tiles = 0;  // 8-token tiles per CTA (token groups: grid.z = ceil(m / (8·tiles))); 0: all of m
 };
 
 static int depth(int sc) { return sc == 2 ? 4 : 3; }
@@ -174,7 +176,7 @@ int main(int argc, char** argv) {
   char* w;
   const size_t counters = 4096;
   CK(cudaMalloc(&w, counters * 4 + 64ull * 64 * 28672 * 4));
-  CK(cudaMemset(w, 0, counters * 4));
+  const size_t workBytes = counters * 4 + 64ull * 64 * 28672 * 4;
   float* work = reinterpret_cast<float*>(w + counters * 4);
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -209,6 +211,40 @@ int main(int argc, char** argv) {
         {"70B down m64 sc2 s2 xw6", 8192, 28672, 64, 2, 2, 6, false},
         {"70B gate_up m64 sc2 s1 xw6", 28672, 8192, 64, 2, 1, 6, false},
     });
+  // "groups": the alone column for plans that split the tokens over
+  // CTAs (grid.z), beside the planner's, each output's largest difference
+  // from its group's first plan (relative to the largest |y|).
+  const bool groups = argc > 1 && strcmp(argv[1], "groups") == 0;
+  if (groups)
+    plans = {
+        {"8B k_v m64 s16 coop", 1024, 4096, 64, 4, 16, 0, true},
+        {"8B k_v m64 t2 s4", 1024, 4096, 64, 4, 4, 0, false, 2},
+        {"8B k_v m64 t1 s2", 1024, 4096, 64, 4, 2, 0, false, 1},
+        {"8B k_v m64 t4 s8", 1024, 4096, 64, 4, 8, 0, false, 4},
+        {"8B k_v m64 t4 s4", 1024, 4096, 64, 4, 4, 0, false, 4},
+        {"8B k_v m64 t2 s2", 1024, 4096, 64, 4, 2, 0, false, 2},
+        {"8B k_v m32 s8", 1024, 4096, 32, 4, 8, 0, false},
+        {"8B k_v m32 t2 s8", 1024, 4096, 32, 4, 8, 0, false, 2},
+        {"8B k_v m32 t1 s4", 1024, 4096, 32, 4, 4, 0, false, 1},
+        {"8B k_v m16 s8", 1024, 4096, 16, 4, 8, 0, false},
+        {"8B k_v m16 t1 s8", 1024, 4096, 16, 4, 8, 0, false, 1},
+        {"70B k_v m64 s16 coop", 1024, 8192, 64, 4, 16, 0, true},
+        {"70B k_v m64 t2 s4", 1024, 8192, 64, 4, 4, 0, false, 2},
+        {"70B k_v m64 t4 s8", 1024, 8192, 64, 4, 8, 8, false, 4},
+        {"70B k_v m64 t1 s2", 1024, 8192, 64, 4, 2, 8, false, 1},
+        {"70B k_v m32 s8 xw8", 1024, 8192, 32, 4, 8, 8, false},
+        {"70B k_v m32 t2 s8", 1024, 8192, 32, 4, 8, 8, false, 2},
+        {"70B k_v m32 t1 s4", 1024, 8192, 32, 4, 4, 8, false, 1},
+        {"8B q_o m64 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
+        {"8B q_o m64 t2 s1", 4096, 4096, 64, 4, 1, 8, false, 2},
+        {"8B q_o m64 t4 s2", 4096, 4096, 64, 4, 2, 8, false, 4},
+        {"8B q_o m32 s4 xw8", 4096, 4096, 32, 4, 4, 8, false},
+        {"8B q_o m32 t2 s2", 4096, 4096, 32, 4, 2, 8, false, 2},
+        {"8B down m64 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
+        {"8B down m64 t4 s2", 4096, 14336, 64, 4, 2, 8, false, 4},
+        {"70B q_o m64 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
+        {"70B q_o m64 t4 s1", 8192, 8192, 64, 4, 1, 8, false, 4},
+    };
   if (windows)
     plans = {
         {"8B gate_up m64 sc2 s1 xw6", 14336, 4096, 64, 2, 1, 6, false},
@@ -243,7 +279,7 @@ int main(int argc, char** argv) {
   for (const Plan& p : plans) {
     const int chunks = p.k / 64;
     const int cps = (chunks + p.splits - 1) / p.splits;
-    const int nt = p.m <= 8 ? 1 : p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
+    const int nt = p.tiles ? p.tiles : p.m <= 8 ? 1 : p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
     const bool windowed = p.xwin > 0 && p.xwin < cps;
     const int xcap = windowed ? p.xwin : (cps + p.sc - 1) / p.sc * p.sc;
     const int smem = 4 * depth(p.sc) * stage_bytes(p.sc) + 1024 + (windowed ? 2 : 1) * xcap * 8 * nt * 128 +
@@ -251,7 +287,9 @@ int main(int argc, char** argv) {
     Fn fns[4][2] = {{wg_t1_s2, wg_t1_s4}, {wg_t2_s2, wg_t2_s4}, {wg_t4_s2, wg_t4_s4}, {wg_t8_s2, wg_t8_s4}};
     Fn fn = fns[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][p.sc == 4];
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const dim3 grid((p.n + 127) / 128, p.splits);
+    // Counters at 0, below the partial sums and (token groups) between them.
+    CK(cudaMemset(w, 0, workBytes));
+    const dim3 grid((p.n + 127) / 128, p.splits, (p.m + 8 * nt - 1) / (8 * nt));
     const size_t xn = size_t(p.m) * p.k;
 
     // queue_steps captures kSteps steps on st: with writer, each step writes
@@ -316,6 +354,25 @@ int main(int argc, char** argv) {
       CK(cudaStreamSynchronize(st));
       printf("%-28s %3d CTAs:", p.name, grid.x * grid.y);
       print_trace(grid.x * grid.y);
+      continue;
+    }
+    if (groups) {
+      cudaGraphExec_t ge = graph(0, 1);
+      const float t = time(ge);
+      const auto out = outputs(ge);
+      const bool first = ref.size() != out.size() || !strstr(p.name, " t");
+      if (first) ref = out;
+      float big = 0, diff = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        float a, b;
+        memcpy(&a, &out[i], 4);
+        memcpy(&b, &ref[i], 4);
+        big = std::max(big, std::fabs(b));
+        diff = std::max(diff, std::fabs(a - b));
+      }
+      printf("%-28s grid %3dx%-2dx%d %7.2f  %s%.1e\n", p.name, grid.x, grid.y, grid.z, t, first ? "ref " : "",
+             diff / big);
+      CK(cudaGraphExecDestroy(ge));
       continue;
     }
     if (alone) {
