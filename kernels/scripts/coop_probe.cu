@@ -17,14 +17,7 @@
 #include "../cuda/gemv_wg.cuh"
 #include "probe_time.cuh"  // CK, Busy, timeit
 
-#define WG(name, NT, SC)                                                                                         \
-  __global__ void __launch_bounds__(160) name(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, \
-                                              float* W, int M, int N, int K, int xwin, int coop) {               \
-    sfs::gemv::kernel_wg<sfs::BF16, NT, SC>(Y, X, P, U, W, M, N, K, xwin, coop);                                 \
-  }
-WG(wg_t1_s4, 1, 4)
-WG(wg_t2_s4, 2, 4)
-WG(wg_t8_s2, 8, 2)
+#include "probe_wg.cuh"     // wg_t*_s*
 
 int main() {
   const int kRot = 8;

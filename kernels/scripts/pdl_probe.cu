@@ -49,19 +49,7 @@
 #include GEMV_WG_CUH
 #include "probe_time.cuh"  // CK, Busy, batch_median
 
-#define PROBE(name, NT, SC)                                                                                  \
-  __global__ void __launch_bounds__(160) name(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, \
-                                              float* W, int M, int N, int K, int xwin, int coop) {            \
-    sfs::gemv::kernel_wg<sfs::BF16, NT, SC>(Y, X, P, U, W, M, N, K, xwin, coop);                             \
-  }
-PROBE(wg_t1_s2, 1, 2)
-PROBE(wg_t1_s4, 1, 4)
-PROBE(wg_t2_s2, 2, 2)
-PROBE(wg_t2_s4, 2, 4)
-PROBE(wg_t4_s2, 4, 2)
-PROBE(wg_t4_s4, 4, 4)
-PROBE(wg_t8_s2, 8, 2)
-PROBE(wg_t8_s4, 8, 4)
+#include "probe_wg.cuh"     // wg_t*_s*, wg_kernel
 
 // writex stands for the kernel before a projection (a norm, rope): it
 // writes the n bf16 activations, a value that depends on the step.
@@ -133,7 +121,6 @@ struct Plan {
 static int depth(int sc) { return sc == 2 ? 4 : 3; }
 static int stage_bytes(int sc) { return 32 * sc * 64 + 2 * sc * 128; }
 
-typedef void (*Fn)(float*, const uint16_t*, const uint16_t*, const uint32_t*, float*, int, int, int, int, int);
 
 static const int kRot = 8, kSteps = 20;
 
@@ -284,8 +271,7 @@ int main(int argc, char** argv) {
     const int xcap = windowed ? p.xwin : (cps + p.sc - 1) / p.sc * p.sc;
     const int smem = 4 * depth(p.sc) * stage_bytes(p.sc) + 1024 + (windowed ? 2 : 1) * xcap * 8 * nt * 128 +
                      16 * depth(p.sc);
-    Fn fns[4][2] = {{wg_t1_s2, wg_t1_s4}, {wg_t2_s2, wg_t2_s4}, {wg_t4_s2, wg_t4_s4}, {wg_t8_s2, wg_t8_s4}};
-    Fn fn = fns[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][p.sc == 4];
+    const WgKernel fn = wg_kernel(nt, p.sc);
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     // Counters at 0, below the partial sums and (token groups) between them.
     CK(cudaMemset(w, 0, workBytes));
