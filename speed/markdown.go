@@ -109,9 +109,18 @@ func writePolicy(b *strings.Builder, policy []PolicyEntry, minSpeedup float64) {
 	if len(policy) == 0 {
 		return
 	}
+	plans := ""
+	for _, e := range policy {
+		for _, r := range e.Sparse {
+			if len(r.Plans) > 0 {
+				plans = ", with the launch plan of ours that won at each measured M: SparseMatmul runs its " +
+					"planner's first, which need not be that one"
+			}
+		}
+	}
 	fmt.Fprintf(b, "\n## Dispatch policy\n\nSparse only where it measured at least %.2fx dense; dense everywhere "+
-		"else, including M outside the measured range (`--policy` writes this as JSON).\n\n"+
-		"| shape | sparse ranges (backend, worst speedup in range) |\n|---|---|\n", minSpeedup)
+		"else, including M outside the measured range (`--policy` writes this as JSON%s).\n\n"+
+		"| shape | sparse ranges (backend, worst speedup in range) |\n|---|---|\n", minSpeedup, plans)
 	for _, e := range policy {
 		var rs []string
 		for _, r := range e.Sparse {

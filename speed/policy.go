@@ -56,6 +56,17 @@ type Range struct {
 	// Speedup is the smallest speedup over dense measured inside the
 	// range.
 	Speedup float64 `json:"speedup"`
+	// Plans, for ours, is the launch plan that won at each measured M in
+	// the range (SparseMatmul runs its planner's first, which need not be
+	// it: an engine that wants the measured speed times
+	// kernels.Device.SparseCandidates as bench did, or runs these).
+	Plans []PlanAt `json:"plans,omitempty"`
+}
+
+// PlanAt is the launch plan of ours that won at one measured M.
+type PlanAt struct {
+	M    int    `json:"m"`
+	Plan string `json:"plan"`
 }
 
 // policyRule explains the ranges in words, for the JSON.
@@ -87,6 +98,7 @@ func DerivePolicy(shapes []Shape, rows []Row, minSpeedup float64) []PolicyEntry 
 			m       int
 			backend string
 			speedup float64
+			plan    string
 		}
 		var pts []point
 		for _, m := range measuredMs(rows, key) {
@@ -98,7 +110,7 @@ func DerivePolicy(shapes []Shape, rows []Row, minSpeedup float64) []PolicyEntry 
 					}
 					sp := dense.MedianUS / r.MedianUS
 					if sp >= minSpeedup && sp > p.speedup {
-						p.backend, p.speedup = r.Backend, sp
+						p.backend, p.speedup, p.plan = r.Backend, sp, r.Plan
 					}
 				}
 			}
@@ -117,13 +129,18 @@ func DerivePolicy(shapes []Shape, rows []Row, minSpeedup float64) []PolicyEntry 
 			if i+1 < len(pts) && pts[i+1].backend == p.backend {
 				hi = pts[i+1].m - 1
 			}
+			var plans []PlanAt
+			if p.plan != "" {
+				plans = []PlanAt{{p.m, p.plan}}
+			}
 			if n := len(e.Sparse); n > 0 && e.Sparse[n-1].Backend == p.backend && e.Sparse[n-1].MaxM+1 >= p.m {
 				last := &e.Sparse[n-1]
 				last.MaxM = hi
 				last.Speedup = min(last.Speedup, p.speedup)
+				last.Plans = append(last.Plans, plans...)
 				continue
 			}
-			e.Sparse = append(e.Sparse, Range{MinM: p.m, MaxM: hi, Backend: p.backend, Speedup: p.speedup})
+			e.Sparse = append(e.Sparse, Range{MinM: p.m, MaxM: hi, Backend: p.backend, Speedup: p.speedup, Plans: plans})
 		}
 		out = append(out, e)
 	}

@@ -3,6 +3,7 @@ package speed
 import (
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +64,45 @@ func TestDerivePolicy(t *testing.T) {
 		if len(got) != 1 || !reflect.DeepEqual(got[0].Sparse, c.want) {
 			t.Errorf("%s: ranges %+v, want %+v", c.name, got[0].Sparse, c.want)
 		}
+	}
+}
+
+// TestDerivePolicyPlans checks that a range of ours names the plan that
+// won at each of its measured M, in order, and that other backends' and
+// plan-less (older) rows give none.
+func TestDerivePolicyPlans(t *testing.T) {
+	ms := []int{1, 16, 64, 256}
+	rows := table(testShape, ms, []float64{10, 10, 12, 20}, map[string][]float64{Ours: {8, 8, 9, 30}, CuSPARSELt: {20, 20, 20, 15}})
+	plans := map[int]string{1: "decode sc4 w4 kw1 s1 xw8 wg", 16: "decode sc4 w4 kw1 s2 xw8 wg", 64: "decode sc4 w4 kw1 s2 xw8 wg tok32"}
+	for i := range rows {
+		if rows[i].Backend == Ours {
+			rows[i].Plan = plans[rows[i].M]
+		}
+	}
+	got := DerivePolicy([]Shape{testShape}, rows, DefaultMinSpeedup)
+	want := []Range{
+		{MinM: 1, MaxM: 64, Backend: Ours, Speedup: 1.25, Plans: []PlanAt{{1, plans[1]}, {16, plans[16]}, {64, plans[64]}}},
+		{MinM: 256, MaxM: 256, Backend: CuSPARSELt, Speedup: 20.0 / 15},
+	}
+	if !reflect.DeepEqual(got[0].Sparse, want) {
+		t.Errorf("ranges %+v, want %+v", got[0].Sparse, want)
+	}
+	var b strings.Builder
+	writePolicy(&b, got, DefaultMinSpeedup)
+	if !strings.Contains(b.String(), "with the launch plan of ours") {
+		t.Errorf("the policy's document does not say it names plans:\n%s", b.String())
+	}
+	for i := range rows {
+		rows[i].Plan = ""
+	}
+	got = DerivePolicy([]Shape{testShape}, rows, DefaultMinSpeedup)
+	if got[0].Sparse[0].Plans != nil {
+		t.Errorf("plans from rows without them: %+v", got[0].Sparse[0].Plans)
+	}
+	b.Reset()
+	writePolicy(&b, got, DefaultMinSpeedup)
+	if strings.Contains(b.String(), "launch plan") {
+		t.Errorf("the policy's document speaks of plans it does not hold:\n%s", b.String())
 	}
 }
 

@@ -96,6 +96,10 @@ type Row struct {
 	// Detail says which variant was timed: the cuBLASLt candidate, the
 	// rows cuSPARSELt computed when it pads M, its output type.
 	Detail string `json:"detail,omitempty"`
+	// Plan is the launch plan of ours that was fastest, as
+	// kernels.Device.SparseCandidates names it (an engine runs it with
+	// SparseMatmulCandidate); empty for the other backends.
+	Plan string `json:"plan,omitempty"`
 	// Error is set when the row has no time: the result was wrong, the
 	// backend does not take the shape, or a call failed.
 	Error    string  `json:"error,omitempty"`

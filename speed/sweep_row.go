@@ -249,10 +249,11 @@ func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 		row.Error = f.err.Error()
 		return row
 	}
+	row.Plan = names[f.cand]
 	if tried > 1 {
-		row.Detail = fmt.Sprintf("plan %d of %d, %s (fastest of %d timed)", f.cand+1, len(names), names[f.cand], tried)
+		row.Detail = fmt.Sprintf("plan %d of %d, %s (fastest of %d timed)", f.cand+1, len(names), row.Plan, tried)
 	} else {
-		row.Detail = names[0]
+		row.Detail = row.Plan
 	}
 	s.finish(&row, f.sum, f.hostBound, WeightBytes(Ours, n, k, 0), 4, dense)
 	return row
