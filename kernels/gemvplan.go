@@ -521,9 +521,10 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 }
 
 // gemvGroupMinTokens is the fewest tokens for which the candidates hold
-// token-group plans: at 64 tokens they measured up to 13% faster than the
-// model's choice on k/v and q/o (H100, kernels/notes.md, session 8), at 32
-// within ±7% either way.
+// token-group plans: at 64 tokens bench measured them 20% faster than the
+// model's plans on 8B k/v (H100), and up to 10% faster or not at all from
+// run to run where the weight is larger than L2 (q/o, down); at 32 they
+// were within ±7% either way (kernels/notes.md, session 8).
 const gemvGroupMinTokens = 33
 
 // groupPlans returns the token-group plans the candidates end with (at
