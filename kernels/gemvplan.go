@@ -79,7 +79,7 @@ type gemvCosts struct {
 // saved per batch beyond two). Over the form's session-7 sweep (2355
 // plans, gemv-sweep-wg-h100.txt.gz) that is 1.1% slower than the fastest
 // on average and 9.9% at worst within the form (TestGemvModelReplayWG),
-// 1.2% and 9.9% choosing between the forms (TestGemvModelReplayForms).
+// 1.2% and 9.9% choosing between the forms (its "forms" case).
 // Constants of its own fitted to that sweep (SFSURGERY_FIT=forms with
 // SFSURGERY_FIT_WG=1) replay at 0.7% and 5.4%, but the sweep times plans
 // one launch after another and bench times CUDA-graph replays: with them

@@ -165,31 +165,26 @@ func TestGemvModelReplay(t *testing.T) {
 }
 
 // TestGemvModelReplayWG replays the H100 sweep of the warpgroup form
-// through planGemv's cost model the same way, among that form's plans.
+// through planGemv's cost model the same way: among that form's plans
+// ("within"), and together with the mma.sp form's sweep ("forms": the form
+// and plan the model chooses against the fastest of either).
 func TestGemvModelReplayWG(t *testing.T) {
-	cases := loadSweep(t, "testdata/gemv-sweep-wg-h100.txt.gz")
-	if len(cases) != 56 {
-		t.Fatalf("%d cases, want 8 shapes × 7 token counts", len(cases))
-	}
-	mean, worst, which := replay(defaultGemvModel(), wgLimits(), cases)
-	t.Logf("warpgroup form: %.1f%% slower than the best timed plan on average, at worst %.1f%%: %s",
-		100*mean, 100*worst, which)
-	if mean > 0.015 || worst > 0.12 {
-		t.Errorf("the model's warpgroup choices are %.1f%% slower on average (want ≤ 1.5%%), %.1f%% at worst (want ≤ 12%%): %s",
-			100*mean, 100*worst, which)
-	}
-}
-
-// TestGemvModelReplayForms replays both H100 sweeps together: the form
-// and plan the model chooses against the fastest of either.
-func TestGemvModelReplayForms(t *testing.T) {
 	mma, wg := loadSweep(t, "testdata/gemv-sweep-h100.txt.gz"), loadSweep(t, "testdata/gemv-sweep-wg-h100.txt.gz")
-	mean, worst, which := replay(defaultGemvModel(), wgLimits(), merged(mma, wg))
-	t.Logf("both forms: %.1f%% slower than the best timed plan on average, at worst %.1f%%: %s",
-		100*mean, 100*worst, which)
-	if mean > 0.015 || worst > 0.12 {
-		t.Errorf("the model's choices are %.1f%% slower on average (want ≤ 1.5%%), %.1f%% at worst (want ≤ 12%%): %s",
-			100*mean, 100*worst, which)
+	if len(wg) != 56 {
+		t.Fatalf("%d cases, want 8 shapes × 7 token counts", len(wg))
+	}
+	for _, c := range []struct {
+		name  string
+		cases []sweepCase
+	}{{"within", wg}, {"forms", merged(mma, wg)}} {
+		t.Run(c.name, func(t *testing.T) {
+			mean, worst, which := replay(defaultGemvModel(), wgLimits(), c.cases)
+			t.Logf("%.1f%% slower than the best timed plan on average, at worst %.1f%%: %s", 100*mean, 100*worst, which)
+			if mean > 0.015 || worst > 0.12 {
+				t.Errorf("the model's choices are %.1f%% slower on average (want ≤ 1.5%%), %.1f%% at worst (want ≤ 12%%): %s",
+					100*mean, 100*worst, which)
+			}
+		})
 	}
 }
 

@@ -14,7 +14,6 @@
 //             writer a plain launch as a norm or rope kernel would be
 //   after+pdl the same with the product launched with the attribute
 //   writer    the 20 writers alone (after − writer: the product's share)
-//
 //   afterT+pdl the writer triggers its dependents at once
 //             (griddepcontrol.launch_dependents, as PDL-aware kernels of
 //             TensorRT-LLM or llama.cpp do), the product has the attribute
@@ -28,6 +27,12 @@
 // from the repository root (sm_90a for wgmma):
 //
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/pdl kernels/scripts/pdl_probe.cu -lcublasLt && /tmp/pdl
+//
+// With an argument it answers other questions about the same kernel (see
+// main): "alone" the alone column and a hash of every output (two builds
+// of gemv_wg.cuh, -DGEMV_WG_CUH=..., compare bit for bit), "windows"
+// window sizes at 64 tokens, "groups" token groups beside the planner's
+// plans, "trace" per-CTA timelines of one launch.
 //
 // Not part of the product or its tests.
 #include <cmath>
