@@ -32,7 +32,8 @@
 // main): "alone" the alone column and a hash of every output (two builds
 // of gemv_wg.cuh, -DGEMV_WG_CUH=..., compare bit for bit), "windows"
 // window sizes at 64 tokens, "groups" token groups beside the planner's
-// plans, "trace" per-CTA timelines of one launch.
+// plans, "clusters" token groups launched as clusters, "trace" per-CTA
+// timelines of one launch.
 //
 // Not part of the product or its tests.
 #include <cmath>
@@ -237,6 +238,46 @@ int main(int argc, char** argv) {
         {"70B q_o m64 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
         {"70B q_o m64 t4 s1", 8192, 8192, 64, 4, 1, 8, false, 4},
     };
+  // "clusters": token-group plans launched plain and with the groups of
+  // a (row block, slice) as one cluster (dimensions (1, 1, groups): the
+  // same GPC, so one L2 half, starting together), in turn three times,
+  // each cluster output compared bit for bit with the plain one.
+  const bool clusters = argc > 1 && strcmp(argv[1], "clusters") == 0;
+  if (clusters)
+    plans = {
+        {"70B q_o m64 t4 s1", 8192, 8192, 64, 4, 1, 8, false, 4},
+        {"8B down m64 t4 s2", 4096, 14336, 64, 4, 2, 8, false, 4},
+        {"8B down m64 t2 s1", 4096, 14336, 64, 4, 1, 8, false, 2},
+        {"8B q_o m64 t4 s2", 4096, 4096, 64, 4, 2, 8, false, 4},
+        {"8B q_o m64 t2 s1", 4096, 4096, 64, 4, 1, 8, false, 2},
+        {"70B down m64 t4 s1", 8192, 28672, 64, 4, 1, 8, false, 4},
+        {"70B k_v m64 t4 s8", 1024, 8192, 64, 4, 8, 0, false, 4},
+        {"70B k_v m64 t2 s4", 1024, 8192, 64, 4, 4, 0, false, 2},
+        {"8B k_v m64 t2 s4", 1024, 4096, 64, 4, 4, 0, false, 2},
+        {"70B q_o m32 t2 s1", 8192, 8192, 32, 4, 1, 8, false, 2},
+        {"8B down m32 t2 s2", 4096, 14336, 32, 4, 2, 8, false, 2},
+        {"70B k_v m32 t2 s8", 1024, 8192, 32, 4, 8, 0, false, 2},
+        {"8B q_o m32 t2 s2", 4096, 4096, 32, 4, 2, 8, false, 2},
+        {"8B gate_up m64 t4 s1", 14336, 4096, 64, 4, 1, 8, false, 4},
+        {"8B gate_up m32 t2 s1", 14336, 4096, 32, 4, 1, 8, false, 2},
+        {"70B gate_up m64 t4 s1", 28672, 8192, 64, 4, 1, 8, false, 4},
+        {"8B down m64 t4 s4", 4096, 14336, 64, 4, 4, 8, false, 4},
+        {"8B k_v m64 t4 s8", 1024, 4096, 64, 4, 8, 0, false, 4},
+        {"8B k_v m64 t4 s4", 1024, 4096, 64, 4, 4, 0, false, 4},
+        {"8B q_o m16 sc2 s4 xw6", 4096, 4096, 16, 2, 4, 6, false},
+        {"8B q_o m16 t1 s2", 4096, 4096, 16, 4, 2, 8, false, 1},
+        {"8B q_o m16 t1 s1", 4096, 4096, 16, 4, 1, 8, false, 1},
+        {"70B k_v m16 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
+        {"70B k_v m16 t1 s8", 1024, 8192, 16, 4, 8, 0, false, 1},
+        {"8B k_v m16 s8", 1024, 4096, 16, 4, 8, 0, false},
+        {"8B k_v m16 t1 s8", 1024, 4096, 16, 4, 8, 0, false, 1},
+        {"8B down m16 s4 xw8", 4096, 14336, 16, 4, 4, 8, false},
+        {"8B down m16 t1 s2", 4096, 14336, 16, 4, 2, 8, false, 1},
+        {"70B q_o m16 s2 xw8", 8192, 8192, 16, 4, 2, 8, false},
+        {"70B q_o m16 t1 s1", 8192, 8192, 16, 4, 1, 8, false, 1},
+        {"8B q_o m8 sc4 s4", 4096, 4096, 8, 4, 4, 0, false},
+        {"70B k_v m8 sc4 s16", 1024, 8192, 8, 4, 16, 0, false},
+    };
   if (windows)
     plans = {
         {"8B gate_up m64 sc2 s1 xw6", 14336, 4096, 64, 2, 1, 6, false},
@@ -285,13 +326,13 @@ int main(int argc, char** argv) {
 
     // queue_steps captures kSteps steps on st: with writer, each step writes
     // X first; with pdl, the products carry the programmatic attribute.
-    auto product = [&](int i, bool pdl) {
+    auto product = [&](int i, bool pdl, bool cluster = false) {
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = grid;
       cfg.blockDim = dim3(160);
       cfg.dynamicSmemBytes = smem;
       cfg.stream = st;
-      cudaLaunchAttribute at[2];
+      cudaLaunchAttribute at[3];
       int na = 0;
       if (p.coop) {
         at[na].id = cudaLaunchAttributeCooperative;
@@ -300,6 +341,12 @@ int main(int argc, char** argv) {
       if (pdl) {
         at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         at[na++].val.programmaticStreamSerializationAllowed = 1;
+      }
+      if (cluster) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = 1;
+        at[na].val.clusterDim.y = 1;
+        at[na++].val.clusterDim.z = grid.z;
       }
       cfg.attrs = at;
       cfg.numAttrs = na;
@@ -317,6 +364,7 @@ int main(int argc, char** argv) {
         if (writer == 1) writex<<<sms, 256, 0, st>>>(x, xn, i);
         if (writer == 2) writex_trigger<<<sms, 256, 0, st>>>(x, xn, i);
         if (product_ == 1 || product_ == 2) product(i, product_ == 2);
+        if (product_ == 4) product(i, false, true);
         if (product_ == 3) dense.run(ys[i], x, pack[i % kRot], st);
       }
       CK(cudaStreamEndCapture(st, &g));
@@ -345,6 +393,40 @@ int main(int argc, char** argv) {
       CK(cudaStreamSynchronize(st));
       printf("%-28s %3d CTAs:", p.name, grid.x * grid.y);
       print_trace(grid.x * grid.y);
+      continue;
+    }
+    if (clusters) {
+      if (grid.z == 1) {
+        cudaGraphExec_t plain = graph(0, 1);
+        float t[3];
+        for (int r = 0; r < 3; ++r) t[r] = time(plain);
+        printf("%-22s grid %3dx%-2dx%d                    | plain %6.2f %6.2f %6.2f\n", p.name, grid.x, grid.y, grid.z,
+               t[0], t[1], t[2]);
+        CK(cudaGraphExecDestroy(plain));
+      } else {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(160);
+        cfg.dynamicSmemBytes = smem;
+        cudaLaunchAttribute at;
+        at.id = cudaLaunchAttributeClusterDimension;
+        at.val.clusterDim.x = 1;
+        at.val.clusterDim.y = 1;
+        at.val.clusterDim.z = grid.z;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        int most = 0;
+        CK(cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        CK(cudaOccupancyMaxActiveClusters(&most, fn, &cfg));
+        cudaGraphExec_t plain = graph(0, 1), clu = graph(0, 4);
+        float t[6];
+        for (int r = 0; r < 6; ++r) t[r] = time(r % 2 ? clu : plain);
+        const bool same = outputs(plain) == outputs(clu);
+        printf("%-22s grid %3dx%-2dx%d clusters %3d at once | plain %6.2f %6.2f %6.2f | cluster %6.2f %6.2f %6.2f  %s\n",
+               p.name, grid.x, grid.y, grid.z, most, t[0], t[2], t[4], t[1], t[3], t[5], same ? "identical" : "DIFFERS");
+        CK(cudaGraphExecDestroy(plain));
+        CK(cudaGraphExecDestroy(clu));
+      }
       continue;
     }
     if (groups) {
