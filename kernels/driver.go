@@ -41,6 +41,7 @@ type driver struct {
 		params unsafe.Pointer, extra unsafe.Pointer) int32
 	cuLaunchCoop func(fn uintptr, gx, gy, gz, bx, by, bz, shmem uint32, stream uintptr,
 		params unsafe.Pointer) int32
+	cuLaunchEx func(cfg *launchConfig, fn uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
 
 	cuStreamCreate  func(s *uintptr, flags uint32) int32
 	cuStreamDestroy func(s uintptr) int32
@@ -95,6 +96,7 @@ func loadDriver(lib string) (*driver, error) {
 		sym(&d.cuFuncSetAttr, "cuFuncSetAttribute"),
 		sym(&d.cuLaunch, "cuLaunchKernel"),
 		sym(&d.cuLaunchCoop, "cuLaunchCooperativeKernel"),
+		sym(&d.cuLaunchEx, "cuLaunchKernelEx"),
 		sym(&d.cuStreamCreate, "cuStreamCreate"),
 		sym(&d.cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
 		sym(&d.cuEventCreate, "cuEventCreate"),

@@ -38,6 +38,8 @@ const (
 	cudaErrorNoBinaryForGPU     = 209 // CUDA_ERROR_NO_BINARY_FOR_GPU
 	cudaErrorJITCompilerMissing = 221 // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
 	cudaErrorCoopTooLarge       = 720 // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+	cudaErrorNotSupported       = 801 // CUDA_ERROR_NOT_SUPPORTED
+	cudaErrorClusterSize        = 912 // CUDA_ERROR_INVALID_CLUSTER_SIZE
 )
 
 // unavailable returns an error wrapping ErrUnavailable (and cause, if any)

@@ -24,9 +24,10 @@ import (
 // again), and fall back to the last slice's sum where the driver refuses
 // them; and its launches may split the tokens into groups of 8·tiles, one
 // per grid.z, each with its own slices (token groups: fewer partial sums
-// at 64 tokens, the weight read from L2 once per group). planGemv
-// (gemvplan.go) chooses the launch; the candidates an engine times add
-// token-group plans from gemvGroupMinTokens.
+// at 64 tokens, the weight read from L2 once per group), two groups
+// launched as thread-block clusters so that they run side by side.
+// planGemv (gemvplan.go) chooses the launch; the candidates an engine
+// times add token-group plans from gemvGroupMinTokens.
 const (
 	gemvMaxTokens  = 64 // 8 tiles of 8 tokens
 	gemvMaxWarps   = 8  // the kernels' __launch_bounds__(256)
@@ -241,23 +242,25 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 	block := dim3{uint32(p.threads()), 1, 1}
 	if p.wg {
 		fn := d.fn.gemvWG[di][ti][si]
-		launch := func(coop bool) error {
+		launch := func(p gemvPlan) error {
 			flag := 0
-			if coop {
+			if p.coop {
 				flag = 1
 			}
-			return d.launchWith(coop, "gemv_wg", fn, p.grid(n), block, p.smem,
+			return d.launchWith(launchOpts{coop: p.coop, cluster: p.clusterDims()}, "gemv_wg", fn, p.grid(n), block, p.smem,
 				y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(flag))
 		}
-		err := launch(p.coop)
+		err := launch(p)
 		var ce *CUDAError
-		if p.coop && errors.As(err, &ce) && ce.Code == cudaErrorCoopTooLarge {
+		if errors.As(err, &ce) && (p.coop && ce.Code == cudaErrorCoopTooLarge ||
+			p.cluster > 0 && (ce.Code == cudaErrorClusterSize || ce.Code == cudaErrorNotSupported)) {
 			// Fewer CTAs fit at once than planGemv counted on (a shared or
-			// partitioned GPU): the last slice's sum, now and for the
-			// plan's later launches. Nothing was queued.
-			p.coop = false
+			// partitioned GPU), or the device takes no such clusters: the
+			// last slice's sum, or no clusters (the same bits either way),
+			// now and for the plan's later launches. Nothing was queued.
+			p.coop, p.cluster = false, 0
 			d.fn.gemvPlans[gemvKey{m, n, k, o, cand}] = p
-			return launch(false)
+			return launch(p)
 		}
 		return err
 	}

@@ -196,6 +196,9 @@ type gemvOptions struct {
 	// per grid.z, each CTA multiplying one group's (the warpgroup form
 	// only); 0: every CTA all m tokens.
 	tiles int
+	// cluster -1 launches two token groups without clusters (see
+	// gemvPlan.cluster).
+	cluster int
 }
 
 // gemvPlan is one launch of the decode kernel.
@@ -220,6 +223,14 @@ type gemvPlan struct {
 	// tokens and the weight is read once per group, from L2 after the
 	// first, for fewer slices of k. 0: one group of all the tokens.
 	groups int
+	// cluster is the CTAs per thread-block cluster along grid.z: 2 for two
+	// token groups, so that the two CTAs of a row block and slice start
+	// together on one GPC and the second finds the weight in that GPC's
+	// half of L2 (kernels/notes.md, session 9: without clusters two groups
+	// ran up to 10% slower or not, run to run, where the weight is larger
+	// than L2). 0: no clusters (clusters of 4 one-CTA-per-SM CTAs do not
+	// fit 132 SMs in one wave).
+	cluster int
 	// work is the Device's split-K workspace, the same for all its plans;
 	// nil until gemvPlanFor caches the plan.
 	work *gemvWork
@@ -228,6 +239,15 @@ type gemvPlan struct {
 // grid returns the launch grid of p for n weight rows.
 func (p gemvPlan) grid(n int) dim3 {
 	return dim3{uint32(ceilDiv(n/32, p.warps/p.kw)), uint32(p.splits), uint32(max(1, p.groups))}
+}
+
+// clusterDims returns the cluster dimensions of p's launch: (1, 1,
+// cluster), or zero for none.
+func (p gemvPlan) clusterDims() dim3 {
+	if p.cluster == 0 {
+		return dim3{}
+	}
+	return dim3{1, 1, uint32(p.cluster)}
 }
 
 // workspace returns the u32 counters and the float partial sums p's
@@ -350,7 +370,10 @@ func gemvReduceBatches(m, tiles, s int) int {
 // the one of least cost under defaultGemvModel. Ties go to fewer slices,
 // then to larger CTAs (activations staged once for more rows), then to
 // fewer warps per row block, then to 2-chunk stages, then to activations
-// staged whole, then to the mma.sp form.
+// staged whole, then to the mma.sp form. From gemvGroupPickTokens tokens,
+// without options, where the device has room for two token groups in one
+// wave, it runs those instead, in clusters (groupPlans): the model has no
+// term for them, and they were measured faster.
 func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
 	ps, err := defaultGemvModel().candidates(m, n, k, lim, o, 1)
 	if err != nil {
@@ -447,6 +470,9 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 		return nil, fmt.Errorf("%w: token groups are the warpgroup form's (sm_90a), of 1, 2, 4 or 8 tiles, "+
 			"without the cooperative sum, not %+v", errGemvPlan, o)
 	}
+	if o.cluster != 0 && (o.cluster != -1 || o.tiles == 0) {
+		return nil, fmt.Errorf("%w: clusters can only be forbidden (-1), to token groups, not %+v", errGemvPlan, o)
+	}
 	if o.wg == 1 && (o.warps != 0 && o.warps != gemvWgWarps || o.kw > 1) {
 		return nil, fmt.Errorf("%w: the warpgroup form has %d warps of one row block each, not %d of %d",
 			errGemvPlan, gemvWgWarps, o.warps, o.kw)
@@ -512,37 +538,60 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	for i, r := range chosen {
 		out[i] = r.p
 	}
-	if count >= gemvMaxCandidates && o == (gemvOptions{}) {
-		if gp := md.groupPlans(m, n, k, lim); len(gp) > 0 {
-			out = append(out[:min(len(out), count-len(gp))], gp...)
+	if o == (gemvOptions{}) {
+		// Token-group plans: from gemvGroupPickTokens the one of two
+		// groups in clusters first (planGemv's choice), the others last.
+		gp := md.groupPlans(m, n, k, lim)
+		var lead []gemvPlan
+		if len(gp) > 0 && gp[0].cluster > 0 && m >= gemvGroupPickTokens {
+			lead, gp = []gemvPlan{gp[0]}, gp[1:]
 		}
+		if count < gemvMaxCandidates {
+			gp = nil
+		}
+		keep := max(0, count-len(lead)-len(gp))
+		out = append(append(lead, out[:min(len(out), keep)]...), gp...)
 	}
 	return out, nil
 }
 
 // gemvGroupMinTokens is the fewest tokens for which the candidates hold
-// token-group plans: at 64 tokens bench measured them 20% faster than the
-// model's plans on 8B k/v (H100), and up to 10% faster or not at all from
-// run to run where the weight is larger than L2 (q/o, down); at 32 they
-// were within ±7% either way (kernels/notes.md, session 8).
-const gemvGroupMinTokens = 33
+// token-group plans. Two groups launched as clusters measured, against
+// the best of the model's plans (H100; kernels/notes.md, sessions 8 and
+// 9): at 16 tokens (groups of 8) 1.5-2% faster on k/v and 70B q/o, even on
+// 8B q/o, 2.6% slower on 8B down; at 32 (groups of 16) up to 11% faster on
+// k/v and 70B q/o, 2% slower on 8B down.
+const gemvGroupMinTokens = 9
+
+// gemvGroupPickTokens is the fewest tokens for which planGemv runs two
+// token groups in clusters where groupPlans offers them: at 64 tokens
+// `sfsurgery bench` measured them faster than any of the model's plans on
+// every Llama-3 shape with room for them but 8B k/v (H100: 8B q/o 13.6 →
+// 12.1 µs, 8B down 33.3 → 30.3, 70B q/o 35.8 → 31.0, 70B down 102.0 →
+// 98.3, 70B k/v 10.6 → 9.9; 8B k/v's fastest plan was four groups
+// without clusters, 7.3 µs, where the model's own took 9.1).
+const gemvGroupPickTokens = 33
 
 // groupPlans returns the token-group plans the candidates end with (at
 // most two, of the warpgroup form on sm_90a devices, from
-// gemvGroupMinTokens tokens): groups of 32 and of 16 tokens, each with the
-// most slices (8, 4, 2 or 1) that keep the grid within one wave, in
-// 4-chunk stages, the activations staged whole where they fit. The model
-// has no term for reading the weight once per group, so it does not rank
-// them: an engine times them beside its plans, and planGemv never picks
-// them.
+// gemvGroupMinTokens tokens): groups of 32 or 16 tokens where they make
+// two to four groups, or two of 8, each with the most slices (8, 4, 2 or 1) that
+// keep the grid within one wave, in 4-chunk stages, the activations staged
+// whole where they fit; two groups launch as clusters. The model has no
+// term for reading the weight once per group, so it does not rank them:
+// an engine times them beside its plans, and planGemv picks the first
+// only from gemvGroupPickTokens (candidates).
 func (md gemvModel) groupPlans(m, n, k int, lim gemvLimits) []gemvPlan {
 	if !lim.wg || m < gemvGroupMinTokens {
 		return nil
 	}
 	var out []gemvPlan
 	rowCTAs := ceilDiv(n/32, gemvWgWarps)
-	for _, tiles := range []int{4, 2} {
+	for _, tiles := range []int{4, 2, 1} {
 		groups := ceilDiv(m, 8*tiles)
+		if groups < 2 || groups > 4 || tiles == 1 && groups > 2 || len(out) == 2 {
+			continue // groups of 8 tokens were measured as two only
+		}
 		for _, s := range []int{8, 4, 2, 1} {
 			if rowCTAs*s*groups > lim.sms || s > k/gemvChunk {
 				continue
@@ -635,6 +684,9 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 				pxw = xw
 			}
 			p := gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw, wg: wg, groups: groups}
+			if groups == 2 && o.cluster != -1 {
+				p.cluster = 2
+			}
 			p.smem = p.sharedBytes(m)
 			if o.coop != 1 {
 				all = append(all, rated{p: p, cost: md.rate(mc, n, k, lim, p)})
@@ -667,6 +719,9 @@ func (p gemvPlan) String() string {
 	}
 	if p.groups > 1 {
 		s += fmt.Sprintf(" tok%d", 8*p.tiles)
+	}
+	if p.cluster > 1 {
+		s += fmt.Sprintf(" cl%d", p.cluster)
 	}
 	if p.coop {
 		s += " coop"

@@ -62,6 +62,8 @@ func TestPlanGemv(t *testing.T) {
 		{9, 96, 1600, h100WG, gemvOptions{tiles: 1, window: 1, splits: 1}},
 		{8, 96, 192, h100WG, gemvOptions{tiles: 1}},  // one group: no groups
 		{16, 96, 192, h100WG, gemvOptions{tiles: 4}}, // fewer tokens than the tiles hold
+		{64, 4096, 4096, h100WG, gemvOptions{tiles: 4, cluster: -1}},
+		{20, 1024, 8192, h100WG, gemvOptions{tiles: 2, splits: 8}},
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
 		if err != nil {
@@ -106,6 +108,10 @@ func TestPlanGemv(t *testing.T) {
 				int(p.grid(c.n)[0]*p.grid(c.n)[1]) > c.lim.sms), c.o.coop == 1 && !p.coop:
 				// A cooperative launch needs every CTA resident: one per SM.
 				t.Errorf("%+v: cooperative %v with %d slices, grid %v", c, p.coop, p.splits, p.grid(c.n))
+			case p.cluster != 0 && (p.groups != 2 || p.cluster != 2 || p.clusterDims() != dim3{1, 1, 2}),
+				p.cluster == 0 && (p.groups == 2 && c.o.cluster != -1 || p.clusterDims() != dim3{}):
+				// Two token groups, and only two, launch as clusters of both.
+				t.Errorf("%+v: clusters of %d for %d token groups", c, p.cluster, p.groups)
 			}
 			rows := 32 * p.warps / p.kw // weight rows of a CTA
 			if g := p.grid(c.n); int(g[0])*rows < c.n || int(g[0]-1)*rows >= c.n || int(g[1]) != p.splits ||
@@ -181,6 +187,8 @@ func TestPlanGemv(t *testing.T) {
 		{64, 1024, 4096, h100WG, gemvOptions{coop: 2}},
 		{64, 14336, 4096, h100WG, gemvOptions{coop: 1, splits: 2}}, // 224 CTAs on 132 SMs
 		{64, 1024, 4096, h100WG, gemvOptions{tiles: 3}},
+		{64, 1024, 4096, h100WG, gemvOptions{tiles: 4, cluster: 1}}, // clusters are the planner's to give
+		{64, 1024, 4096, h100WG, gemvOptions{cluster: -1}},          // no token groups to launch plain
 		{64, 1024, 4096, h100WG, gemvOptions{tiles: 16}},
 		{64, 1024, 4096, h100WG, gemvOptions{tiles: -1}},
 		{64, 1024, 4096, h100Limits, gemvOptions{tiles: 2}}, // no sm_90a kernels
@@ -271,8 +279,8 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 // slice holds more than one window, windows over one and two slices, and
 // from 33 tokens the cooperative split-K sum (planGemv's, and 2-chunk
 // stages over 3 slices), and from 9 tokens token groups (of 8 tokens over
-// two slices, of 16 in 4-chunk stages: a last group short of tokens);
-// those that fit in lim's shared memory.
+// two slices, of 16 in 4-chunk stages: a last group short of tokens; two
+// groups in clusters and without); those that fit in lim's shared memory.
 func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	c := []sparseChoice{
 		{kernel: sparseGemv, gemv: gemvOptions{}},
@@ -298,7 +306,7 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 		wg = append(wg, gemvOptions{wg: 1, sc: 4, splits: 1, window: 1}, gemvOptions{wg: 1, sc: 2, splits: 2, window: 1})
 	}
 	wg = append(wg, gemvOptions{coop: 1}, gemvOptions{coop: 1, sc: 2, splits: 3},
-		gemvOptions{tiles: 1, splits: 2}, gemvOptions{tiles: 2, sc: 4})
+		gemvOptions{tiles: 1, splits: 2}, gemvOptions{tiles: 2, sc: 4}, gemvOptions{tiles: 2, sc: 4, cluster: -1})
 	for _, o := range wg {
 		if _, err := planGemv(m, 32, k, lim, o); err == nil {
 			c = append(c, sparseChoice{kernel: sparseGemv, gemv: o})
@@ -445,6 +453,43 @@ func TestGPUDecodeCoopFallback(t *testing.T) {
 	}
 	if p, ok := d.fn.gemvPlans[gemvKey{m, n, k, coopOpts, 0}]; !ok || p.coop {
 		t.Errorf("cached plan %v (found %v): want the fallback, not cooperative", p, ok)
+	}
+}
+
+// TestGPUDecodeClusterFallback checks that a token-group plan whose
+// cluster launch the driver refuses runs without clusters, with the same
+// bits, and is cached that way: the cached plan is given clusters of 3,
+// which its 2 groups cannot be split into.
+func TestGPUDecodeClusterFallback(t *testing.T) {
+	d := openGPU(t)
+	if !d.fn.gemvLim.wg {
+		t.Skip("no warpgroup form (sm_90a) on this device: no token groups")
+	}
+	rng := testRand(t)
+	const m, n, k = 32, 1024, 4096
+	w := newWeight(t, d, rng, BF16, n, k)
+	defer w.free(t)
+	x := upload16(t, d, randDense(rng, BF16, m*k))
+	defer freeAll(t, x)
+	opts := gemvOptions{tiles: 2, sc: 4, splits: 4}
+	plain := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{tiles: 2, sc: 4, splits: 4, cluster: -1}})
+	cl := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	key := gemvKey{m, n, k, opts, 0}
+	p, ok := d.fn.gemvPlans[key]
+	if !ok || p.cluster != 2 || p.groups != 2 {
+		t.Fatalf("cached plan %v (found %v): want two token groups in clusters of 2", p, ok)
+	}
+	if i := bitDiff(cl, plain); i >= 0 {
+		t.Errorf("y[%d] = %v in clusters, %v without", i, cl[i], plain[i])
+	}
+	p.cluster = 3
+	d.fn.gemvPlans[key] = p
+	got := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	if i := bitDiff(got, plain); i >= 0 {
+		t.Errorf("y[%d] = %v after the fallback, %v without clusters", i, got[i], plain[i])
+	}
+	if p, ok := d.fn.gemvPlans[key]; !ok || p.cluster != 0 {
+		t.Errorf("cached plan %v (found %v): want the fallback, without clusters", p, ok)
 	}
 }
 

@@ -37,6 +37,9 @@ note "cuBLASLt ABI"
 inc=$(dirname "$(find /opt /usr/local /usr/lib -name cublasLt.h 2>/dev/null | head -1)")
 nvcc -x cu -I"$inc" -o /tmp/ltabi kernels/scripts/ltabi.c && /tmp/ltabi
 
+note "CUDA driver ABI (cuLaunchKernelEx)"
+nvcc -x cu -o /tmp/cuabi kernels/scripts/cuabi.c -lcuda && /tmp/cuabi || status=1
+
 export SFSURGERY_SEED=${SFSURGERY_SEED:-$(date +%s)}
 if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx SFSURGERY_TEST_PTX_SM90A=$OUT/sfsurgery_sm90a.ptx; fi
 note "tests (SFSURGERY_TEST_PTX=${SFSURGERY_TEST_PTX:-embedded}, SFSURGERY_SEED=$SFSURGERY_SEED)"
