@@ -372,8 +372,9 @@ func gemvReduceBatches(m, tiles, s int) int {
 // fewer warps per row block, then to 2-chunk stages, then to activations
 // staged whole, then to the mma.sp form. From gemvGroupPickTokens tokens,
 // without options, where the device has room for two token groups in one
-// wave, it runs those instead, in clusters (groupPlans): the model has no
-// term for them, and they were measured faster.
+// wave with slices of at most gemvGroupPickChunks chunks, it runs those
+// instead, in clusters (groupPlans): the model has no term for them, and
+// they were measured faster there on both an H100 and an H200.
 func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
 	ps, err := defaultGemvModel().candidates(m, n, k, lim, o, 1)
 	if err != nil {
@@ -543,7 +544,7 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 		// groups in clusters first (planGemv's choice), the others last.
 		gp := md.groupPlans(m, n, k, lim)
 		var lead []gemvPlan
-		if len(gp) > 0 && gp[0].cluster > 0 && m >= gemvGroupPickTokens {
+		if len(gp) > 0 && gp[0].cluster > 0 && m >= gemvGroupPickTokens && gp[0].cps <= gemvGroupPickChunks {
 			lead, gp = []gemvPlan{gp[0]}, gp[1:]
 		}
 		if count < gemvMaxCandidates {
@@ -563,14 +564,26 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 // k/v and 70B q/o, 2% slower on 8B down.
 const gemvGroupMinTokens = 9
 
-// gemvGroupPickTokens is the fewest tokens for which planGemv runs two
-// token groups in clusters where groupPlans offers them: at 64 tokens
-// `sfsurgery bench` measured them faster than any of the model's plans on
-// every Llama-3 shape with room for them but 8B k/v (H100: 8B q/o 13.6 →
-// 12.1 µs, 8B down 33.3 → 30.3, 70B q/o 35.8 → 31.0, 70B down 102.0 →
-// 98.3, 70B k/v 10.6 → 9.9; 8B k/v's fastest plan was four groups
-// without clusters, 7.3 µs, where the model's own took 9.1).
-const gemvGroupPickTokens = 33
+// gemvGroupPickTokens and gemvGroupPickChunks bound where planGemv runs
+// two token groups in clusters (groupPlans' first plan) instead of the
+// model's plan: from 33 tokens, where a slice holds at most 32 chunks, so
+// that the split-K sum the groups shorten is a large part of the call.
+// At 64 tokens SparseMatmul's plan went, in µs (BenchmarkGPUDecode and
+// `sfsurgery bench`, BF16):
+//
+//	              H100          H200
+//	8B q/o        13.6 → 12.1   13.1 → 12.2   (2 slices of 32 chunks)
+//	8B k/v         9.1 → 8.2     9.7 → 8.8    (8 of 8)
+//	70B k/v       10.6 → 9.8     9.5 → 9.1    (8 of 16)
+//
+// Longer slices gained on the H100 (8B down 33.3 → 30.3, 70B q/o 35.8 →
+// 31.0, 70B down 102.0 → 98.3) but lost on the H200, whose DRAM outruns
+// the L2 that the second group reads from (8B down 26.7 → 27.5, 70B down
+// 76.5 → 89.6): there they stay candidates, which bench times.
+const (
+	gemvGroupPickTokens = 33
+	gemvGroupPickChunks = 32
+)
 
 // groupPlans returns the token-group plans the candidates end with (at
 // most two, of the warpgroup form on sm_90a devices, from
@@ -580,7 +593,7 @@ const gemvGroupPickTokens = 33
 // whole where they fit; two groups launch as clusters. The model has no
 // term for reading the weight once per group, so it does not rank them:
 // an engine times them beside its plans, and planGemv picks the first
-// only from gemvGroupPickTokens (candidates).
+// only within gemvGroupPickTokens and gemvGroupPickChunks (candidates).
 func (md gemvModel) groupPlans(m, n, k int, lim gemvLimits) []gemvPlan {
 	if !lim.wg || m < gemvGroupMinTokens {
 		return nil

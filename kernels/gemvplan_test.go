@@ -391,8 +391,9 @@ func TestGemvCandidate(t *testing.T) {
 // 16 tokens (and two of 8) with the most slices that keep the grid within
 // one wave, two groups in clusters (the plans that measured fastest at 32 and 64 tokens
 // on the H100), at the end of the list, except that from
-// gemvGroupPickTokens two groups in clusters come first, as planGemv's
-// choice; and their workspace.
+// gemvGroupPickTokens two groups in clusters over slices of at most
+// gemvGroupPickChunks come first, as planGemv's choice; and their
+// workspace.
 func TestGemvGroupCandidates(t *testing.T) {
 	lim := h100Limits
 	lim.wg = true
@@ -403,9 +404,9 @@ func TestGemvGroupCandidates(t *testing.T) {
 	}{
 		{64, 1024, 4096, "decode sc4 w4 kw1 s8 xw0 wg tok32 cl2", []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}},
 		{64, 4096, 4096, "decode sc4 w4 kw1 s2 xw8 wg tok32 cl2", []string{"decode sc4 w4 kw1 s1 xw8 wg tok16"}},
-		{64, 8192, 8192, "decode sc4 w4 kw1 s1 xw8 wg tok32 cl2", nil}, // 16-token groups: 256 CTAs
+		{64, 8192, 8192, "", []string{"decode sc4 w4 kw1 s1 xw8 wg tok32 cl2"}}, // slices of 128 chunks; 16-token groups: 256 CTAs
 		{40, 1024, 8192, "decode sc4 w4 kw1 s8 xw0 wg tok32 cl2", []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}},
-		{33, 4096, 14336, "decode sc4 w4 kw1 s2 xw8 wg tok32 cl2", []string{"decode sc4 w4 kw1 s1 xw8 wg tok16"}}, // 3 groups
+		{33, 4096, 14336, "", []string{"decode sc4 w4 kw1 s2 xw8 wg tok32 cl2", "decode sc4 w4 kw1 s1 xw8 wg tok16"}}, // 3 groups of 16
 		{64, 14336, 4096, "", nil}, // 112 CTAs of 128 rows: no room for groups
 		{32, 1024, 4096, "", []string{"decode sc4 w4 kw1 s8 xw0 wg tok16 cl2"}}, // one group of 32
 		{17, 8192, 8192, "", []string{"decode sc4 w4 kw1 s1 xw8 wg tok16 cl2"}},
