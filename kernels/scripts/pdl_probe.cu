@@ -203,6 +203,10 @@ int main(int argc, char** argv) {
         {"70B q_o m32 sc4 s2 xw8", 8192, 8192, 32, 4, 2, 8, false},
         {"70B down m64 sc2 s2 xw6", 8192, 28672, 64, 2, 2, 6, false},
         {"70B gate_up m64 sc2 s1 xw6", 28672, 8192, 64, 2, 1, 6, false},
+        {"8B q_o m8 sc4 s4", 4096, 4096, 8, 4, 4, 0, false},
+        {"8B q_o m16 sc2 s4 xw6", 4096, 4096, 16, 2, 4, 6, false},
+        {"70B k_v m16 sc4 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
+        {"8B q_o m64 t4 s2 xw8", 4096, 4096, 64, 4, 2, 8, false, 4},
     });
   // "groups": the alone column for plans that split the tokens over
   // CTAs (grid.z), beside the planner's, each output's largest difference
