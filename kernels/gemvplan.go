@@ -558,28 +558,31 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 
 // gemvGroupMinTokens is the fewest tokens for which the candidates hold
 // token-group plans. Two groups launched as clusters measured, against
-// the best of the model's plans (H100; kernels/notes.md, sessions 8 and
-// 9): at 16 tokens (groups of 8) 1.5-2% faster on k/v and 70B q/o, even on
-// 8B q/o, 2.6% slower on 8B down; at 32 (groups of 16) up to 11% faster on
-// k/v and 70B q/o, 2% slower on 8B down.
+// the planner's plan (H100, `pdl_probe clusters`; kernels/notes.md,
+// session 9): at 16 tokens (groups of 8) 1.5-2% faster on k/v and 70B
+// q/o, even on 8B q/o, 2.6% slower on 8B down; at 32 (groups of 16) 3-6%
+// faster on k/v and 70B q/o, 2-3% slower on 8B q/o and down. `sfsurgery
+// bench` at 32 tokens: 70B k/v 9.1 → 8.2 µs, 8B k/v 7.3 → 6.6.
 const gemvGroupMinTokens = 9
 
 // gemvGroupPickTokens and gemvGroupPickChunks bound where planGemv runs
 // two token groups in clusters (groupPlans' first plan) instead of the
 // model's plan: from 33 tokens, where a slice holds at most 32 chunks, so
 // that the split-K sum the groups shorten is a large part of the call.
-// At 64 tokens SparseMatmul's plan went, in µs (BenchmarkGPUDecode and
-// `sfsurgery bench`, BF16):
+// At 64 tokens SparseMatmul's plan went, in µs (BenchmarkGPUDecode, BF16,
+// "wg" → "auto": the model's plan → this one):
 //
 //	              H100          H200
-//	8B q/o        13.6 → 12.1   13.1 → 12.2   (2 slices of 32 chunks)
-//	8B k/v         9.1 → 8.2     9.7 → 8.8    (8 of 8)
-//	70B k/v       10.6 → 9.8     9.5 → 9.1    (8 of 16)
+//	8B q/o        15.2 → 13.3   13.1 → 12.2   (2 slices of 32 chunks)
+//	8B k/v        10.5 → 9.4     9.7 → 8.8    (8 of 8)
 //
-// Longer slices gained on the H100 (8B down 33.3 → 30.3, 70B q/o 35.8 →
-// 31.0, 70B down 102.0 → 98.3) but lost on the H200, whose DRAM outruns
-// the L2 that the second group reads from (8B down 26.7 → 27.5, 70B down
-// 76.5 → 89.6): there they stay candidates, which bench times.
+// and `sfsurgery bench` found it the fastest of the 8 candidates for 70B
+// k/v (8 slices of 16) on both. Longer slices won bench's rows on the
+// H100 (1431e81's row → ea5b83b's: 8B down 33.3 → 30.2, 70B q/o 35.8 →
+// 31.0, 70B down 102.0 → 98.3) but lost on the H200, whose DRAM
+// outruns the L2 that the second group reads from (BenchmarkGPUDecode:
+// 8B down 26.7 → 27.5, 70B down 76.5 → 89.6): there they stay
+// candidates, which bench times.
 const (
 	gemvGroupPickTokens = 33
 	gemvGroupPickChunks = 32
