@@ -135,6 +135,44 @@ __device__ __forceinline__ void mbar_arrive_cp(uint32_t bar) {
 }
 
 
+// The cluster operations of the pair sum (finish_pair): this CTA's rank in
+// its cluster; the cluster barrier's relaxed arrival and its (acquire)
+// wait; the shared::cluster address of shared address addr in the CTA of
+// rank `rank`; st_async4, an asynchronous 16-byte store to another CTA's
+// shared memory that completes its bytes on that CTA's mbarrier bar; and
+// mbar_expect, an arrival that also expects `bytes` of such stores.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ uint32_t map_rank(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void st_async4(uint32_t addr, float a, float b, float c, float d, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n\t}\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void sts128(uint32_t addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+__device__ __forceinline__ void lds128(uint32_t addr, float& a, float& b, float& c, float& d) {
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "r"(addr) : "memory");
+}
+
+
 // wg_mma<kSel>(T, acc, a, desc, e) adds A (this warp's 16 rows of half
 // kSel of its block, as mma.sp's fragments) times B (8·NT tokens at desc)
 // to half kSel of the accumulators: one wgmma.mma_async.sp of the
@@ -211,12 +249,18 @@ __device__ __forceinline__ void stage_x_wg(uint32_t xb, const uint16_t* __restri
 // word of the stage (a valid meta pattern for chunks past the slice and
 // when live is false; see the top of this file for their A fragments),
 // issues the products and commits them without waiting: the slot may be
-// refilled as soon as it returns.
-template <typename T, int NT, int SC>
+// refilled as soon as it returns. RB = 4: the warp's slot holds its own
+// row block, both 16-row halves, two products per k-tile (accumulator
+// halves 0 and 1). RB = 2: the slot is its row block's, shared with the
+// other warp of the block, and the warp multiplies its half `half` only,
+// one product per k-tile into accumulator half 0 (with selector 0: the
+// caller points ln.meta at the meta words selector 1 would read).
+template <typename T, int NT, int SC, int RB>
 __device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32_t slot, const Lane<NT>& ln,
-                                                  uint32_t xs, int st, int nc, bool live) {
+                                                  uint32_t xs, int st, int nc, bool live, int half) {
   using S = Stage<SC>;
-  uint32_t a[SC][2][2][4];
+  constexpr int H = RB == 4 ? 2 : 1;  // halves a warp multiplies
+  uint32_t a[SC][2][H][4];
   uint32_t e[SC][2];
   wg_wait_all();
 #pragma unroll
@@ -226,8 +270,12 @@ __device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32
     for (int p = 0; p < 2; ++p) {
       // k-tile 2i+p, as in stage_multiply.
       const uint32_t unit = static_cast<uint32_t>((4 * i + 2 * p) ^ ln.aq);
-      ldsm4(a[i][p][0], slot + ln.arow + 16 * unit);
-      ldsm4(a[i][p][1], slot + ln.arow + 16 * S::kRowBytes + 16 * unit);
+      if (RB == 4) {
+        ldsm4(a[i][p][0], slot + ln.arow + 16 * unit);
+        ldsm4(a[i][p][H - 1], slot + ln.arow + 16 * S::kRowBytes + 16 * unit);
+      } else {
+        ldsm4(a[i][p][0], slot + ln.arow + half * 16 * S::kRowBytes + 16 * unit);
+      }
       e[i][p] = lds32(slot + S::kMetaOffset + (2 * i + p) * 128 + ln.meta);
       e[i][p] = ok ? e[i][p] : 0x44444444u;  // groups keeping positions 0 and 1
     }
@@ -240,7 +288,7 @@ __device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32
       // k-tile 2i+p: chunk i's 128-byte token rows, bytes 64p … 64p+63.
       const uint64_t desc = wg_desc128(xs + i * 8 * NT * 128 + p * 64);
       wg_mma<0>(T{}, acc, a[i][p][0], desc, e[i][p]);
-      wg_mma<1>(T{}, acc, a[i][p][1], desc, e[i][p]);
+      if (RB == 4) wg_mma<1>(T{}, acc, a[i][p][H - 1], desc, e[i][p]);
     }
   }
   wg_commit();
@@ -305,12 +353,56 @@ __device__ __forceinline__ void finish_coop(float* __restrict__ Y, float* __rest
   }
 }
 
-template <typename T, int NT, int SC>
+// finish_pair is finish for a launch of two slices whose CTAs pair up as
+// clusters of (1, 2, 1) (mode 2 of kernel_wg): the slice-1 CTA (rank 1)
+// pushes its warp's sums into the slice-0 CTA's shared memory at buf with
+// asynchronous stores that complete on the mbarrier bar there, and leaves;
+// the slice-0 warp waits for them, adds them up as reduce does two slices
+// ((0 + slice 0) + slice 1: the same bits) and stores Y. No workspace, no
+// ticket, no trip through L2 but the stores of Y. Lane L's float4 (t, s)
+// is at buf + ((2t + s)·32 + L)·16: every store and load conflict-free.
+template <int NT>
+__device__ __forceinline__ void finish_pair(float* __restrict__ Y, float (&acc)[NT][2][4], int M, int N, int rb,
+                                            int lane, uint32_t buf, uint32_t bar) {
+  const uint32_t mine = buf + 16 * lane;
+  if (cluster_rank() == 1) {
+    cluster_wait();  // the slice-0 CTA's mbarriers are initialized
+    const uint32_t to = map_rank(mine, 0), rbar = map_rank(bar, 0);
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+        st_async4(to + (2 * t + s) * 512, acc[t][s][0], acc[t][s][1], acc[t][s][2], acc[t][s][3], rbar);
+    return;
+  }
+  if (lane == 0) mbar_expect(bar, 32 * 2 * NT * 16);
+  mbar_wait(bar, 0);
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      float o[4];
+      lds128(mine + (2 * t + s) * 512, o[0], o[1], o[2], o[3]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[t][s][i] = (0.f + acc[t][s][i]) + o[i];
+    }
+  store_sums<NT>(Y, acc, M, N, rb, lane);
+}
+
+// kernel_wg is the warpgroup form's kernel. RB is the row blocks of a CTA:
+// 4 (128 rows, each consumer warp one block) or 2 (64 rows: the warps of
+// a block multiply one 16-row half each, with one product per k-tile, and
+// twice as many CTAs cover the same slices). mode: 0 the last slice's sum,
+// 1 the cooperative sum, 2 the pair sum (two slices, clusters of
+// (1, 2, 1): finish_pair).
+template <typename T, int NT, int SC, int RB = kWgWarps>
 __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t* __restrict__ X,
                                           const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
-                                          float* __restrict__ W, int M, int N, int K, int xwin, int coop) {
+                                          float* __restrict__ W, int M, int N, int K, int xwin, int mode) {
+  static_assert(RB == 4 || RB == 2, "a CTA holds 4 or 2 row blocks");
   using S = Stage<SC>;
-  constexpr int ST = S::kDepth;
+  // Ring depth: the same ring bytes per CTA whatever RB.
+  constexpr int ST = S::kDepth * (kWgWarps / RB);
   constexpr int kTokens = 8 * NT;
   constexpr int kThreads = 32 * kWgWarps;  // the consumers
   extern __shared__ uint4 smem4[];
@@ -339,12 +431,18 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   const int xcap = windowed ? xwin : (cps + SC - 1) / SC * SC;    // chunks a buffer holds
   const int rows = min(M, kTokens);
   const uint32_t xbuf = wg_xbytes<NT>(xcap);
-  // Layout: the consumers' rings, the activation buffer(s) from the next
+  // Layout: the row blocks' rings, the activation buffer(s) from the next
   // 1024-byte boundary (the swizzle is anchored there; the Go planner
-  // allows 1024 bytes for it), then the ST full and ST empty mbarriers.
+  // allows 1024 bytes for it), the ST full and ST empty mbarriers, for
+  // RB = 2 the halves' exchange (RB·512·NT bytes), and for the pair sum
+  // its buffers (RB·1024·NT) and its RB mbarriers.
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem4));
-  const uint32_t xs = (base + kWgWarps * ST * S::kBytes + 1023) & ~1023u;
+  const uint32_t xs = (base + RB * ST * S::kBytes + 1023) & ~1023u;
   const uint32_t bars = xs + (windowed ? 2 : 1) * xbuf;
+  const uint32_t xch = bars + 16 * ST;
+  const uint32_t push = xch + (RB == 2 ? RB * 512 * NT : 0);
+  const uint32_t pbars = push + RB * 1024 * NT;
+  const bool pair = mode == 2;
   const int blocks = N / 32;
   SFS_GEMV_TRACE(0);
   if (tid == 0) {
@@ -352,18 +450,23 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
       mbar_init(bars + 8 * i, 32);                 // full: the producer's lanes
       mbar_init(bars + 8 * (ST + i), kThreads);  // empty: every consumer thread
     }
+    if (pair) {
+      for (int i = 0; i < RB; ++i) mbar_init(pbars + 8 * i, 1);  // the slice-0 warp's expect
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
   }
   __syncthreads();
+  if (pair) cluster_arrive_relaxed();  // finish_pair's rank 1 waits for it
   SFS_GDC_LAUNCH();
 
   if (warp == kWgWarps) {
-    // The producer: stage q of every consumer into slot q % ST, in order.
-    // One Copies, of the first warp's row block, serves all four: warp
-    // w's rows are 32·w rows further (32·w·K/16 uint4), its meta 32·w
-    // words (8·w uint4), its ring w·ST stages.
-    const Copies<SC> cp(P, U, N, K, blockIdx.x * kWgWarps, c0, base, lane);
-    const int live = min(kWgWarps, blocks - blockIdx.x * kWgWarps);  // warps with rows
-    const size_t rowsU4 = static_cast<size_t>(2 * K);                // 32 rows of K/16 uint4
+    // The producer: stage q of every row block into slot q % ST of its
+    // ring, in order. One Copies, of the CTA's first row block, serves
+    // all: block b's rows are 32·b rows further (32·b·K/16 uint4), its
+    // meta 32·b words (8·b uint4), its ring b·ST stages.
+    const Copies<SC> cp(P, U, N, K, blockIdx.x * RB, c0, base, lane);
+    const int live = min(RB, blocks - static_cast<int>(blockIdx.x) * RB);  // row blocks inside N
+    const size_t rowsU4 = static_cast<size_t>(2 * K);                      // 32 rows of K/16 uint4
     for (int q = 0; q < nst; ++q) {
       const int s = q % ST;
       if (q >= ST) mbar_wait(bars + 8 * (ST + s), (q / ST - 1) & 1);  // its stage q-ST was read
@@ -390,13 +493,18 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   proxy_fence();
   bar_group(1, kThreads);
   SFS_GEMV_TRACE(1);
-  const int rb = blockIdx.x * kWgWarps + warp;
+  const int rbl = RB == 4 ? warp : warp >> 1;  // the warp's row block in the CTA
+  const int half = RB == 4 ? 0 : warp & 1;     // RB = 2: its 16-row half
+  const int rb = blockIdx.x * RB + rbl;
   const bool active = rb < blocks;
   Lane<NT> ln;  // A rows and meta as in gemv.cuh; B needs no lane addresses
   lane_a<SC>(ln, lane);
+  // Half 1 multiplies with selector 0: lane L reads the meta word of lane
+  // L ^ 2, which selector 1 would have read (shared/docs/formats.md §2).
+  if (half) ln.meta = 4 * (lane ^ 2);
   float acc[NT][2][4];
   zero_acc(acc);
-  const uint32_t ring = base + warp * ST * S::kBytes;
+  const uint32_t ring = base + rbl * ST * S::kBytes;
   int win = 0, pos = 0;  // window of stage r, and its first chunk in it
   for (int r = 0; r < nst; ++r) {
     if (pos == xw) {
@@ -416,8 +524,8 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
     const int s = r % ST;
     mbar_wait(bars + 8 * s, (r / ST) & 1);
     if (r == 0) SFS_GEMV_TRACE(2);
-    stage_multiply_wg<T, NT, SC>(acc, ring + s * S::kBytes, ln, xs + (win & 1) * xbuf + pos * 8 * NT * 128, r, nc,
-                                 active);
+    stage_multiply_wg<T, NT, SC, RB>(acc, ring + s * S::kBytes, ln, xs + (win & 1) * xbuf + pos * 8 * NT * 128, r,
+                                     nc, active, half);
     mbar_arrive(bars + 8 * (ST + s));  // this thread's reads of the slot are done
     pos += SC;
   }
@@ -425,7 +533,34 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   cp_async_wait<0>();
   SFS_GEMV_TRACE(3);
   if (!active) return;
-  if (coop && gridDim.y > 1) {
+  if (RB == 2) {
+    // The block's half-1 warp hands its rows (accumulator half 0) to the
+    // half-0 warp, whose accumulator half 1 they become; the rest is the
+    // 4-block form's.
+    const uint32_t x = xch + rbl * 512 * NT + 16 * lane;
+    if (half) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t) sts128(x + t * 512, acc[t][0][0], acc[t][0][1], acc[t][0][2], acc[t][0][3]);
+      // Named barriers 2 and 3, as immediates: a register id would make
+      // ptxas reserve all 16 of the CTA's barriers.
+      if (rbl == 0) {
+        asm volatile("bar.arrive 2, 64;\n" ::: "memory");
+      } else {
+        asm volatile("bar.arrive 3, 64;\n" ::: "memory");
+      }
+      return;
+    }
+    if (rbl == 0) {
+      asm volatile("bar.sync 2, 64;\n" ::: "memory");
+    } else {
+      asm volatile("bar.sync 3, 64;\n" ::: "memory");
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) lds128(x + t * 512, acc[t][1][0], acc[t][1][1], acc[t][1][2], acc[t][1][3]);
+  }
+  if (pair) {
+    finish_pair<NT>(Y, acc, M, N, rb, lane, push + rbl * 1024 * NT, pbars + 8 * rbl);
+  } else if (mode == 1 && gridDim.y > 1) {
     finish_coop<NT>(Y, W, acc, M, N, rb, lane, ctr);
   } else {
     finish<NT>(Y, W, acc, M, N, rb, lane, ctr);

@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -122,6 +123,8 @@ struct Plan {
   int n, k, m, sc, splits, xwin;  // xwin 0: whole
   bool coop;
   int tiles = 0;  // 8-token tiles per CTA (token groups: grid.z = ceil(m / (8·tiles))); 0: all of m
+  int rb = 4;     // row blocks of 32 rows per CTA: 4, or 2 (kernel_wg's RB)
+  bool pair = false;  // rb 2, two slices: the pair sum in clusters of (1, 2, 1)
 };
 
 static int depth(int sc) { return sc == 2 ? 4 : 3; }
@@ -182,9 +185,6 @@ int main(int argc, char** argv) {
       {"8B k_v m64 sc4 s16 coop", 1024, 4096, 64, 4, 16, 0, true},
       {"8B k_v m64 sc4 s8", 1024, 4096, 64, 4, 8, 0, false},
       {"8B q_o m1 sc4 s4 xw8", 4096, 4096, 1, 4, 4, 8, false},
-      {"8B q_o m16 sc4 s4", 4096, 4096, 16, 4, 4, 0, false},
-      {"8B q_o m32 sc4 s4 xw8", 4096, 4096, 32, 4, 4, 8, false},
-      {"8B q_o m64 sc2 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
       {"70B k_v m1 sc4 s16", 1024, 8192, 1, 4, 16, 0, false},
       {"70B k_v m32 sc4 s8 xw8", 1024, 8192, 32, 4, 8, 8, false},
       {"70B k_v m64 sc4 s16 coop", 1024, 8192, 64, 4, 16, 0, true},
@@ -198,15 +198,11 @@ int main(int argc, char** argv) {
         {"8B gate_up m16 sc4 s1 xw8", 14336, 4096, 16, 4, 1, 8, false},
         {"8B gate_up m32 sc4 s1 xw8", 14336, 4096, 32, 4, 1, 8, false},
         {"8B gate_up m64 sc2 s1 xw6", 14336, 4096, 64, 2, 1, 6, false},
-        {"8B down m32 sc4 s4 xw8", 4096, 14336, 32, 4, 4, 8, false},
         {"70B q_o m16 sc4 s2 xw8", 8192, 8192, 16, 4, 2, 8, false},
         {"70B q_o m32 sc4 s2 xw8", 8192, 8192, 32, 4, 2, 8, false},
         {"70B down m64 sc2 s2 xw6", 8192, 28672, 64, 2, 2, 6, false},
         {"70B gate_up m64 sc2 s1 xw6", 28672, 8192, 64, 2, 1, 6, false},
-        {"8B q_o m8 sc4 s4", 4096, 4096, 8, 4, 4, 0, false},
-        {"8B q_o m16 sc2 s4 xw6", 4096, 4096, 16, 2, 4, 6, false},
         {"70B k_v m16 sc4 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
-        {"8B q_o m64 t4 s2 xw8", 4096, 4096, 64, 4, 2, 8, false, 4},
     });
   // "groups": the alone column for plans that split the tokens over
   // CTAs (grid.z), beside the planner's, each output's largest difference
@@ -232,11 +228,6 @@ int main(int argc, char** argv) {
         {"70B k_v m32 s8 xw8", 1024, 8192, 32, 4, 8, 8, false},
         {"70B k_v m32 t2 s8", 1024, 8192, 32, 4, 8, 8, false, 2},
         {"70B k_v m32 t1 s4", 1024, 8192, 32, 4, 4, 8, false, 1},
-        {"8B q_o m64 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
-        {"8B q_o m64 t2 s1", 4096, 4096, 64, 4, 1, 8, false, 2},
-        {"8B q_o m64 t4 s2", 4096, 4096, 64, 4, 2, 8, false, 4},
-        {"8B q_o m32 s4 xw8", 4096, 4096, 32, 4, 4, 8, false},
-        {"8B q_o m32 t2 s2", 4096, 4096, 32, 4, 2, 8, false, 2},
         {"8B down m64 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
         {"8B down m64 t4 s2", 4096, 14336, 64, 4, 2, 8, false, 4},
         {"70B q_o m64 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
@@ -252,25 +243,18 @@ int main(int argc, char** argv) {
         {"70B q_o m64 t4 s1", 8192, 8192, 64, 4, 1, 8, false, 4},
         {"8B down m64 t4 s2", 4096, 14336, 64, 4, 2, 8, false, 4},
         {"8B down m64 t2 s1", 4096, 14336, 64, 4, 1, 8, false, 2},
-        {"8B q_o m64 t4 s2", 4096, 4096, 64, 4, 2, 8, false, 4},
-        {"8B q_o m64 t2 s1", 4096, 4096, 64, 4, 1, 8, false, 2},
         {"70B down m64 t4 s1", 8192, 28672, 64, 4, 1, 8, false, 4},
         {"70B k_v m64 t4 s8", 1024, 8192, 64, 4, 8, 0, false, 4},
         {"70B k_v m64 t2 s4", 1024, 8192, 64, 4, 4, 0, false, 2},
         {"8B k_v m64 t2 s4", 1024, 4096, 64, 4, 4, 0, false, 2},
         {"70B q_o m32 t2 s1", 8192, 8192, 32, 4, 1, 8, false, 2},
-        {"8B down m32 t2 s2", 4096, 14336, 32, 4, 2, 8, false, 2},
         {"70B k_v m32 t2 s8", 1024, 8192, 32, 4, 8, 0, false, 2},
-        {"8B q_o m32 t2 s2", 4096, 4096, 32, 4, 2, 8, false, 2},
         {"8B gate_up m64 t4 s1", 14336, 4096, 64, 4, 1, 8, false, 4},
         {"8B gate_up m32 t2 s1", 14336, 4096, 32, 4, 1, 8, false, 2},
         {"70B gate_up m64 t4 s1", 28672, 8192, 64, 4, 1, 8, false, 4},
         {"8B down m64 t4 s4", 4096, 14336, 64, 4, 4, 8, false, 4},
         {"8B k_v m64 t4 s8", 1024, 4096, 64, 4, 8, 0, false, 4},
         {"8B k_v m64 t4 s4", 1024, 4096, 64, 4, 4, 0, false, 4},
-        {"8B q_o m16 sc2 s4 xw6", 4096, 4096, 16, 2, 4, 6, false},
-        {"8B q_o m16 t1 s2", 4096, 4096, 16, 4, 2, 8, false, 1},
-        {"8B q_o m16 t1 s1", 4096, 4096, 16, 4, 1, 8, false, 1},
         {"70B k_v m16 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
         {"70B k_v m16 t1 s8", 1024, 8192, 16, 4, 8, 0, false, 1},
         {"8B k_v m16 s8", 1024, 4096, 16, 4, 8, 0, false},
@@ -279,8 +263,35 @@ int main(int argc, char** argv) {
         {"8B down m16 t1 s2", 4096, 14336, 16, 4, 2, 8, false, 1},
         {"70B q_o m16 s2 xw8", 8192, 8192, 16, 4, 2, 8, false},
         {"70B q_o m16 t1 s1", 8192, 8192, 16, 4, 1, 8, false, 1},
-        {"8B q_o m8 sc4 s4", 4096, 4096, 8, 4, 4, 0, false},
         {"70B k_v m8 sc4 s16", 1024, 8192, 8, 4, 16, 0, false},
+    };
+  // "pairs": 64-row CTAs (rb 2) with the last slice's sum and with the
+  // pair sum (two slices as clusters of (1, 2, 1), sums pushed through
+  // shared memory), beside the planner's 128-row plans; each output's hash
+  // and largest difference from its group's first plan, which has the
+  // same slices as the pair plans after it (so they must be identical).
+  const bool pairs = argc > 1 && strcmp(argv[1], "pairs") == 0;
+  if (pairs)
+    plans = {
+        {"70B q_o m1 s2", 8192, 8192, 1, 4, 2, 0, false},
+        {"70B q_o m1 s1 xw8", 8192, 8192, 1, 4, 1, 8, false},
+        {"70B q_o m1 s2 pair", 8192, 8192, 1, 4, 2, 0, false, 0, 4, true},
+        {"70B q_o m16 s2 xw8", 8192, 8192, 16, 4, 2, 8, false},
+        {"70B q_o m16 s1 xw8", 8192, 8192, 16, 4, 1, 8, false},
+        {"70B q_o m16 s2 pair xw8", 8192, 8192, 16, 4, 2, 8, false, 0, 4, true},
+        {"70B q_o m64 sc2 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
+        {"70B q_o m64 sc2 s2 pair xw6", 8192, 8192, 64, 2, 2, 6, false, 0, 4, true},
+        {"70B q_o m64 t4 s1", 8192, 8192, 64, 4, 1, 8, false, 4},
+        {"70B down m1 s2", 8192, 28672, 1, 4, 2, 8, false},
+        {"70B down m1 s2 pair", 8192, 28672, 1, 4, 2, 8, false, 0, 4, true},
+        {"70B down m16 s2 xw8", 8192, 28672, 16, 4, 2, 8, false},
+        {"70B down m16 s2 pair xw8", 8192, 28672, 16, 4, 2, 8, false, 0, 4, true},
+        {"70B down m64 sc2 s2 xw6", 8192, 28672, 64, 2, 2, 6, false},
+        {"70B down m64 sc2 s2 pair xw6", 8192, 28672, 64, 2, 2, 6, false, 0, 4, true},
+        {"8B q_o m64 r64 s2 pair sc4 xw4", 4096, 4096, 64, 4, 2, 4, false, 0, 2, true},
+        {"8B k_v m1 s10", 1024, 4096, 1, 4, 10, 0, false},
+        {"8B k_v m1 r64 s8", 1024, 4096, 1, 4, 8, 0, false, 0, 2},
+        {"8B k_v m1 r64 s4", 1024, 4096, 1, 4, 4, 0, false, 0, 2},
     };
   if (windows)
     plans = {
@@ -292,9 +303,6 @@ int main(int argc, char** argv) {
         {"8B down m64 sc2 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
         {"8B down m64 sc4 s4 xw4", 4096, 14336, 64, 4, 4, 4, false},
         {"8B down m64 sc2 s4 xw8", 4096, 14336, 64, 2, 4, 8, false},
-        {"8B q_o m64 sc2 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
-        {"8B q_o m64 sc4 s4 xw4", 4096, 4096, 64, 4, 4, 4, false},
-        {"8B q_o m64 sc2 s4 xw8", 4096, 4096, 64, 2, 4, 8, false},
         {"70B q_o m64 sc2 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
         {"70B q_o m64 sc4 s2 xw4", 8192, 8192, 64, 4, 2, 4, false},
         {"70B q_o m64 sc2 s2 xw8", 8192, 8192, 64, 2, 2, 8, false},
@@ -306,6 +314,7 @@ int main(int argc, char** argv) {
         {"70B gate_up m64 sc2 s1 xw8", 28672, 8192, 64, 2, 1, 8, false},
     };
   std::vector<uint32_t> ref;  // windows: the outputs of the group's first plan
+  std::string refKey;         // pairs: the group of ref
   cublasLtHandle_t lt;
   LT(cublasLtCreate(&lt));
   const size_t wsBytes = 32 << 20;
@@ -319,13 +328,14 @@ int main(int argc, char** argv) {
     const int nt = p.tiles ? p.tiles : p.m <= 8 ? 1 : p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
     const bool windowed = p.xwin > 0 && p.xwin < cps;
     const int xcap = windowed ? p.xwin : (cps + p.sc - 1) / p.sc * p.sc;
-    const int smem = 4 * depth(p.sc) * stage_bytes(p.sc) + 1024 + (windowed ? 2 : 1) * xcap * 8 * nt * 128 +
-                     16 * depth(p.sc);
-    const WgKernel fn = wg_kernel(nt, p.sc);
+    const int ring = depth(p.sc) * (4 / p.rb);  // kernel_wg's ST
+    const int smem = p.rb * ring * stage_bytes(p.sc) + 1024 + (windowed ? 2 : 1) * xcap * 8 * nt * 128 + 16 * ring +
+                     (p.rb == 2 ? 2 * 512 * nt : 0) + (p.pair ? p.rb * (1024 * nt + 8) : 0);
+    const WgKernel fn = wg_kernel_rb(nt, p.sc, p.rb);
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     // Counters at 0, below the partial sums and (token groups) between them.
     CK(cudaMemset(w, 0, workBytes));
-    const dim3 grid((p.n + 127) / 128, p.splits, (p.m + 8 * nt - 1) / (8 * nt));
+    const dim3 grid((p.n + 32 * p.rb - 1) / (32 * p.rb), p.splits, (p.m + 8 * nt - 1) / (8 * nt));
     const size_t xn = size_t(p.m) * p.k;
 
     // queue_steps captures kSteps steps on st: with writer, each step writes
@@ -352,10 +362,16 @@ int main(int argc, char** argv) {
         at[na].val.clusterDim.y = 1;
         at[na++].val.clusterDim.z = grid.z;
       }
+      if (p.pair) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = 1;
+        at[na].val.clusterDim.y = 2;
+        at[na++].val.clusterDim.z = 1;
+      }
       cfg.attrs = at;
       cfg.numAttrs = na;
       CK(cudaLaunchKernelEx(&cfg, fn, ys[i], (const uint16_t*)x, (const uint16_t*)pack[i % kRot],
-                            (const uint32_t*)meta[i % kRot], work, p.m, p.n, p.k, p.xwin, p.coop ? 1 : 0));
+                            (const uint32_t*)meta[i % kRot], work, p.m, p.n, p.k, p.xwin, p.pair ? 2 : p.coop ? 1 : 0));
     };
     Dense dense(lt, ws, wsBytes, p.m, p.n, p.k);
     // graph captures kSteps steps: writer 0 none, 1 plain, 2 triggering;
@@ -449,6 +465,31 @@ int main(int argc, char** argv) {
       }
       printf("%-28s grid %3dx%-2dx%d %7.2f  %s%.1e\n", p.name, grid.x, grid.y, grid.z, t, first ? "ref " : "",
              diff / big);
+      CK(cudaGraphExecDestroy(ge));
+      continue;
+    }
+    if (pairs) {
+      cudaGraphExec_t ge = graph(0, 1);
+      float t[3];
+      for (int r = 0; r < 3; ++r) t[r] = time(ge);
+      const auto out = outputs(ge);
+      const auto again = outputs(ge);
+      // The group: the name up to and including its token count ("8B q_o m16").
+      const char* g = strchr(strchr(p.name, ' ') + 1, ' ');
+      g = strchr(g + 1, ' ');
+      const std::string key(p.name, g ? g - p.name : strlen(p.name));
+      const bool first = key != refKey;
+      if (first) ref = out, refKey = key;
+      float big = 0, diff = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        float a, b;
+        memcpy(&a, &out[i], 4);
+        memcpy(&b, &ref[i], 4);
+        big = std::max(big, std::fabs(b));
+        diff = std::max(diff, std::fabs(a - b));
+      }
+      printf("%-30s grid %3dx%-2d smem %6d %7.2f %7.2f %7.2f  %s%s %.1e\n", p.name, grid.x, grid.y, smem, t[0], t[1],
+             t[2], out != again ? "RUNS DIFFER " : "", first ? "ref" : out == ref ? "identical" : "differs", diff / big);
       CK(cudaGraphExecDestroy(ge));
       continue;
     }

@@ -28,3 +28,28 @@ inline WgKernel wg_kernel(int nt, int sc) {
   const WgKernel fns[4][2] = {{wg_t1_s2, wg_t1_s4}, {wg_t2_s2, wg_t2_s4}, {wg_t4_s2, wg_t4_s4}, {wg_t8_s2, wg_t8_s4}};
   return fns[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][sc == 4];
 }
+
+// wg64_t{NT}_s{SC}: the form's 64-row CTAs (kernel_wg with RB = 2).
+#define SFS_PROBE_WG64(name, NT, SC)                                                                     \
+  __global__ void __launch_bounds__(32 * (sfs::gemv::kWgWarps + 1))                                    \
+      name(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, float* W, int M, int N, int K, \
+           int xwin, int mode) {                                                                         \
+    sfs::gemv::kernel_wg<sfs::BF16, NT, SC, 2>(Y, X, P, U, W, M, N, K, xwin, mode);                      \
+  }
+SFS_PROBE_WG64(wg64_t1_s2, 1, 2)
+SFS_PROBE_WG64(wg64_t1_s4, 1, 4)
+SFS_PROBE_WG64(wg64_t2_s2, 2, 2)
+SFS_PROBE_WG64(wg64_t2_s4, 2, 4)
+SFS_PROBE_WG64(wg64_t4_s2, 4, 2)
+SFS_PROBE_WG64(wg64_t4_s4, 4, 4)
+SFS_PROBE_WG64(wg64_t8_s2, 8, 2)
+SFS_PROBE_WG64(wg64_t8_s4, 8, 4)
+#undef SFS_PROBE_WG64
+
+// wg_kernel_rb is wg_kernel for CTAs of rb row blocks (4 or 2).
+inline WgKernel wg_kernel_rb(int nt, int sc, int rb) {
+  if (rb == 4) return wg_kernel(nt, sc);
+  const WgKernel fns[4][2] = {
+      {wg64_t1_s2, wg64_t1_s4}, {wg64_t2_s2, wg64_t2_s4}, {wg64_t4_s2, wg64_t4_s4}, {wg64_t8_s2, wg64_t8_s4}};
+  return fns[nt == 1 ? 0 : nt == 2 ? 1 : nt == 4 ? 2 : 3][sc == 4];
+}
