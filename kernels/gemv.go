@@ -93,6 +93,9 @@ func (d *Device) loadGemv() error {
 		if err := d.lookupGemv(&d.fn.gemvWG, d.mod90a, "gemv_wg"); err != nil {
 			return err
 		}
+		if err := d.lookupGemv(&d.fn.gemvWG64, d.mod90a, "gemv_wg64"); err != nil {
+			return err
+		}
 	}
 	var perSM, optin int32
 	if err := drv.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(&perSM, attrMaxSmemPerSM, d.dev)); err != nil {
@@ -102,7 +105,7 @@ func (d *Device) loadGemv() error {
 		return fmt.Errorf("reading the opt-in shared memory per block: %w", err)
 	}
 	d.fn.gemvLim = gemvLimits{sms: d.info.SMs, smem: int(optin), perSM: int(perSM), wg: d.mod90a != 0}
-	for _, fns := range []*[2][4][gemvStageSizes]uintptr{&d.fn.gemv, &d.fn.gemvWG} {
+	for _, fns := range []*[2][4][gemvStageSizes]uintptr{&d.fn.gemv, &d.fn.gemvWG, &d.fn.gemvWG64} {
 		for dt := range fns {
 			for i := range fns[dt] {
 				for _, f := range fns[dt][i] {
@@ -241,24 +244,23 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 	ti, si := bits.TrailingZeros(uint(p.tiles)), bits.TrailingZeros(uint(p.sc))-1
 	block := dim3{uint32(p.threads()), 1, 1}
 	if p.wg {
-		fn := d.fn.gemvWG[di][ti][si]
+		fn, name := d.fn.gemvWG[di][ti][si], "gemv_wg"
+		if p.rb == 2 {
+			fn, name = d.fn.gemvWG64[di][ti][si], "gemv_wg64"
+		}
 		launch := func(p gemvPlan) error {
-			flag := 0
-			if p.coop {
-				flag = 1
-			}
-			return d.launchWith(launchOpts{coop: p.coop, cluster: p.clusterDims()}, "gemv_wg", fn, p.grid(n), block, p.smem,
-				y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(flag))
+			return d.launchWith(launchOpts{coop: p.coop, cluster: p.clusterDims()}, name, fn, p.grid(n), block, p.smem,
+				y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(p.mode()))
 		}
 		err := launch(p)
 		var ce *CUDAError
 		if errors.As(err, &ce) && (p.coop && ce.Code == cudaErrorCoopTooLarge ||
-			p.cluster > 0 && (ce.Code == cudaErrorClusterSize || ce.Code == cudaErrorNotSupported)) {
+			(p.cluster > 0 || p.pair) && (ce.Code == cudaErrorClusterSize || ce.Code == cudaErrorNotSupported)) {
 			// Fewer CTAs fit at once than planGemv counted on (a shared or
 			// partitioned GPU), or the device takes no such clusters: the
 			// last slice's sum, or no clusters (the same bits either way),
 			// now and for the plan's later launches. Nothing was queued.
-			p.coop, p.cluster = false, 0
+			p.coop, p.cluster, p.pair = false, 0, false
 			d.fn.gemvPlans[gemvKey{m, n, k, o, cand}] = p
 			return launch(p)
 		}

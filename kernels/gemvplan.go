@@ -54,6 +54,10 @@ type gemvCosts struct {
 	// each after the first) that the warpgroup form's cooperative sum
 	// (finish_coop in cuda/gemv_wg.cuh) costs as, whatever the slices.
 	coopBatches int
+	// pairWork is the warpgroup form's pair sum (two slices in clusters
+	// of two, finish_pair in cuda/gemv_wg.cuh), in place of the tail and
+	// the partial sums' bytes: one trip between the pair's SMs.
+	pairWork int
 }
 
 // defaultGemvModel returns the model planGemv uses. The mma.sp form's
@@ -107,6 +111,7 @@ func defaultGemvModel() gemvModel {
 	// measured (coopBatches), the scale measured (wgPercent).
 	wg := mma
 	wg.coopBatches = 2
+	wg.pairWork = 1
 	return gemvModel{mma: mma, wg: wg, wgPercent: [4]int{96, 92, 91, 96}}
 }
 
@@ -116,25 +121,26 @@ func defaultGemvModel() gemvModel {
 // activations (0: staged whole), on a device with limits lim (see
 // gemvCosts.costSmem).
 func (md gemvModel) cost(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw int) int {
-	return md.mma.costSmem(m, n, k, lim, sc, w, kw, cps, xw, gemvSmem(m, sc, w, cps, xw))
+	return md.mma.costSmem(m, n, k, lim, sc, w, w/kw, kw, cps, xw, gemvSmem(m, sc, w, cps, xw), false)
 }
 
 // rate returns the model's time for plan p: cost, and for the warpgroup
-// form its own constants' cost with its own shared memory (occupancy), its
-// split-K sum priced as coopBatches batches when cooperative, scaled by
-// wgPercent.
+// form its own constants' cost with its own shared memory (occupancy) and
+// row blocks per CTA, its split-K sum priced as coopBatches batches when
+// cooperative and as pairWork for a pair, scaled by wgPercent.
 func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
 	if !p.wg {
 		return md.cost(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw)
 	}
-	c := md.wg.costSmem(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw, p.smem)
+	c := md.wg.costSmem(m, n, k, lim, p.sc, p.warps, p.blocks(), p.kw, p.cps, p.xw, p.smem, p.pair)
 	if p.coop {
 		c += md.wg.tailBatch * (md.wg.coopBatches - gemvReduceBatches(m, p.tiles, p.splits))
 	}
 	return ceilDiv(c*md.wgPercent[bits.TrailingZeros(uint(p.tiles))], 100)
 }
 
-// costSmem returns a form's time for a CTA of smem bytes of shared memory:
+// costSmem returns a form's time for a CTA of w warps owning `blocks` row
+// blocks in smem bytes of shared memory:
 //
 //	ceil(CTAs / (SMs·occupancy))·fixedWork
 //	  + max(all chunks / SMs, the busiest SM's chunks·100/smPeak)
@@ -143,11 +149,11 @@ func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
 // scaled up when an SM runs fewer than residentWarps warps or they keep
 // fewer than inFlight bytes in flight, and by sc4Percent for 4-chunk
 // stages; with several slices plus sliceCost per slice, the tail and the
-// SM's share of the partial sums' bytes (written once, read once).
-func (md gemvCosts) costSmem(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw, smem int) int {
+// SM's share of the partial sums' bytes (written once, read once), or for
+// a pair (two slices summed in a cluster's shared memory) pairWork.
+func (md gemvCosts) costSmem(m, n, k int, lim gemvLimits, sc, w, blocks, kw, cps, xw, smem int, pair bool) int {
 	tiles := gemvTiles(m)
 	s := ceilDiv(k/gemvChunk, cps)
-	blocks := w / kw // row blocks per CTA
 	ctas := ceilDiv(n/32, blocks) * s
 	occ := max(1, lim.perSM/(smem+1024))
 	perSM := ceilDiv(ctas, lim.sms) // CTAs the busiest SM runs
@@ -169,7 +175,9 @@ func (md gemvCosts) costSmem(m, n, k int, lim gemvLimits, sc, w, kw, cps, xw, sm
 	if sc == 4 {
 		cost = ceilDiv(cost*md.sc4Percent, 100)
 	}
-	if s > 1 {
+	if pair {
+		cost += md.pairWork
+	} else if s > 1 {
 		cost += md.sliceCost*s + md.tailWork + md.tailBatch*(gemvReduceBatches(m, tiles, s)-1) +
 			ceilDiv(2*4*s*m*n, lim.sms*gemvChunkBytes)
 	}
@@ -199,6 +207,12 @@ type gemvOptions struct {
 	// cluster -1 launches two token groups without clusters (see
 	// gemvPlan.cluster).
 	cluster int
+	// rows forces the warpgroup form's CTAs of 128 or 64 weight rows
+	// (gemvPlan.rb 4 or 2).
+	rows int
+	// pair forces two slices summed as a pair (1; gemvPlan.pair) or the
+	// last slice's sum (-1).
+	pair int
 }
 
 // gemvPlan is one launch of the decode kernel.
@@ -223,6 +237,15 @@ type gemvPlan struct {
 	// tokens and the weight is read once per group, from L2 after the
 	// first, for fewer slices of k. 0: one group of all the tokens.
 	groups int
+	// rb is the warpgroup form's 32-row blocks per CTA: 4 (128 rows, a
+	// consumer warp each) or 2 (64 rows, a warp per 16-row half, twice the
+	// CTAs for the same slices). 0 for the mma.sp kernel (warps/kw).
+	rb int
+	// pair: two slices of the warpgroup form summed as a pair (mode 2 of
+	// cuda/gemv_wg.cuh): the two CTAs of a row group run as a cluster of
+	// (1, 2, 1) and slice 1 pushes its sums into slice 0's shared memory,
+	// with the ticket sum's bits; no token groups.
+	pair bool
 	// cluster is the CTAs per thread-block cluster along grid.z: 2 for two
 	// token groups, so that the two CTAs of a row block and slice start
 	// together on one GPC and the second finds the weight in that GPC's
@@ -236,25 +259,49 @@ type gemvPlan struct {
 	work *gemvWork
 }
 
-// grid returns the launch grid of p for n weight rows.
-func (p gemvPlan) grid(n int) dim3 {
-	return dim3{uint32(ceilDiv(n/32, p.warps/p.kw)), uint32(p.splits), uint32(max(1, p.groups))}
+// blocks returns the 32-row blocks of a CTA of p.
+func (p gemvPlan) blocks() int {
+	if p.wg && p.rb > 0 {
+		return p.rb
+	}
+	return p.warps / p.kw
 }
 
-// clusterDims returns the cluster dimensions of p's launch: (1, 1,
-// cluster), or zero for none.
+// grid returns the launch grid of p for n weight rows.
+func (p gemvPlan) grid(n int) dim3 {
+	return dim3{uint32(ceilDiv(n/32, p.blocks())), uint32(p.splits), uint32(max(1, p.groups))}
+}
+
+// clusterDims returns the cluster dimensions of p's launch: (1, 2, 1) for
+// a pair, (1, 1, cluster) for token groups, or zero for none.
 func (p gemvPlan) clusterDims() dim3 {
-	if p.cluster == 0 {
-		return dim3{}
+	switch {
+	case p.pair:
+		return dim3{1, 2, 1}
+	case p.cluster > 0:
+		return dim3{1, 1, uint32(p.cluster)}
 	}
-	return dim3{1, 1, uint32(p.cluster)}
+	return dim3{}
+}
+
+// mode returns the split-K sum argument of p's warpgroup-form launch
+// (cuda/sfsurgery_sm90a.cu): 2 a pair, 1 cooperative, 0 the last slice's.
+func (p gemvPlan) mode() int {
+	switch {
+	case p.pair:
+		return 2
+	case p.coop:
+		return 1
+	}
+	return 0
 }
 
 // workspace returns the u32 counters and the float partial sums p's
 // launches for m tokens and n rows need in the split-K workspace (none
 // for one slice): a counter per 32-row block (two for the cooperative
 // sum) and the slices' sums of every token; with token groups, two
-// counters per row block and the sums of 8·tiles tokens for each group.
+// counters per row block and the sums of 8·tiles tokens for each group. A
+// pair uses none but keeps the ticket sum's, its fallback.
 func (p gemvPlan) workspace(m, n int) (counters int, partials int64) {
 	switch {
 	case p.splits <= 1:
@@ -309,23 +356,36 @@ func gemvSmem(m, sc, warps, cps, xw int) int {
 const gemvWgWarps = 4
 
 // gemvSmemWG returns the dynamic shared memory of a CTA of the warpgroup
-// form (the entry points in cuda/sfsurgery_sm90a.cu): the consumers'
-// rings, 1024 bytes to align the activations, their buffer (the slice's
-// cps chunks rounded up to whole stages) or two of xw chunks, each chunk
-// 128 bytes for each of the 8·tiles tokens, then 2·ST mbarriers.
-func gemvSmemWG(tiles, sc, cps, xw int) int {
+// form (the entry points in cuda/sfsurgery_sm90a.cu) of rb row blocks:
+// the rings (the same bytes whatever rb: ST = gemvDepth(sc)·4/rb stages of
+// each block), 1024 bytes to align the activations, their buffer (the
+// slice's cps chunks rounded up to whole stages) or two of xw chunks, each
+// chunk 128 bytes for each of the 8·tiles tokens, then 2·ST mbarriers;
+// for rb = 2 the halves' exchange, 512 bytes per tile and block; for a
+// pair its buffers and mbarriers, 1024 bytes per tile and 8 per block.
+func gemvSmemWG(tiles, sc, cps, xw, rb int, pair bool) int {
+	if rb != 2 {
+		rb = gemvWgWarps
+	}
 	ring := gemvWgWarps * gemvDepth(sc) * gemvStageBytes(sc)
 	bufs, xcap := 1, ceilDiv(cps, sc)*sc
 	if xw > 0 {
 		bufs, xcap = 2, xw
 	}
-	return ring + 1024 + bufs*xcap*8*tiles*128 + 2*gemvDepth(sc)*8
+	b := ring + 1024 + bufs*xcap*8*tiles*128 + 2*gemvDepth(sc)*gemvWgWarps/rb*8
+	if rb == 2 {
+		b += rb * 512 * tiles
+	}
+	if pair {
+		b += rb * (1024*tiles + 8)
+	}
+	return b
 }
 
 // sharedBytes returns the dynamic shared memory of p for m tokens.
 func (p gemvPlan) sharedBytes(m int) int {
 	if p.wg {
-		return gemvSmemWG(p.tiles, p.sc, p.cps, p.xw)
+		return gemvSmemWG(p.tiles, p.sc, p.cps, p.xw, p.rb, p.pair)
 	}
 	return gemvSmem(m, p.sc, p.warps, p.cps, p.xw)
 }
@@ -434,6 +494,8 @@ func (a rated) before(b rated) bool {
 		return p.xw < q.xw
 	case p.wg != q.wg:
 		return !p.wg
+	case p.rb != q.rb:
+		return p.rb > q.rb
 	}
 	return !p.coop && q.coop
 }
@@ -471,6 +533,11 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 		return nil, fmt.Errorf("%w: token groups are the warpgroup form's (sm_90a), of 1, 2, 4 or 8 tiles, "+
 			"without the cooperative sum, not %+v", errGemvPlan, o)
 	}
+	if o.rows != 0 && (o.rows != 64 && o.rows != 128 || o.wg == -1 || !lim.wg) ||
+		o.pair < -1 || o.pair > 1 || o.pair == 1 && (o.wg == -1 || !lim.wg || o.tiles != 0 || o.coop == 1 || o.splits != 0 && o.splits != 2) {
+		return nil, fmt.Errorf("%w: CTAs of 64 or 128 rows and the pair sum are the warpgroup form's (sm_90a), "+
+			"a pair two slices without token groups, not %+v", errGemvPlan, o)
+	}
 	if o.cluster != 0 && (o.cluster != -1 || o.tiles == 0) {
 		return nil, fmt.Errorf("%w: clusters can only be forbidden (-1), to token groups, not %+v", errGemvPlan, o)
 	}
@@ -499,7 +566,7 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 				if w%kw != 0 || o.kw != 0 && kw != o.kw {
 					continue
 				}
-				if o.wg != 1 {
+				if o.wg != 1 && o.rows == 0 && o.pair != 1 {
 					all = md.plansCTA(all, m, n, k, lim, o, sc, w, kw, false)
 				}
 				if o.wg != -1 && lim.wg && w == gemvWgWarps && kw == 1 {
@@ -614,7 +681,7 @@ func (md gemvModel) groupPlans(m, n, k int, lim gemvLimits) []gemvPlan {
 			}
 			// The activations staged whole where they fit (no window
 			// switches, as measured), else in the model's windows.
-			o := gemvOptions{wg: 1, sc: 4, splits: s, tiles: tiles, window: -1}
+			o := gemvOptions{wg: 1, sc: 4, splits: s, tiles: tiles, window: -1, rows: 128}
 			ps, err := md.candidates(m, n, k, lim, o, 1)
 			if err != nil {
 				o.window = 0
@@ -644,8 +711,29 @@ func gemvSweptSlices(s int) bool {
 // plansCTA appends to all every plan candidates weighs for CTAs of w
 // warps, kw per row block, and stages of sc chunks, in the warpgroup form
 // (wg; w = 4, kw = 1) or not: each slice length, the activations staged
-// whole where they fit and in windows, with its cost.
+// whole where they fit and in windows, with its cost. The warpgroup form
+// has CTAs of 128 and of 64 rows (rb 4 and 2), and two slices without
+// token groups are summed as a pair (unless o.pair is -1).
 func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOptions, sc, w, kw int, wg bool) []rated {
+	rbs := []int{0}
+	if wg {
+		rbs = []int{gemvWgWarps, 2}
+		switch o.rows {
+		case 128:
+			rbs = rbs[:1]
+		case 64:
+			rbs = rbs[1:]
+		}
+	}
+	for _, rb := range rbs {
+		all = md.plansRB(all, m, n, k, lim, o, sc, w, kw, wg, rb)
+	}
+	return all
+}
+
+// plansRB is plansCTA for CTAs of rb row blocks (the warpgroup form's 4 or
+// 2; 0 for the mma.sp kernel).
+func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOptions, sc, w, kw int, wg bool, rb int) []rated {
 	tiles, groups, mc := gemvTiles(m), 0, m // mc: the tokens of a CTA
 	if o.tiles != 0 {
 		if !wg {
@@ -664,13 +752,13 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 		switch {
 		case windowed:
 			xw = gemvWindow(sc, kw)
-			if wg && gemvSmemWG(tiles, sc, 0, xw) <= lim.smem || !wg && gemvSmem(m, sc, w, 0, xw) <= lim.smem {
+			if wg && gemvSmemWG(tiles, sc, 0, xw, rb, false) <= lim.smem || !wg && gemvSmem(m, sc, w, 0, xw) <= lim.smem {
 				maxCPS = chunks
 			}
 		case wg:
 			// The buffer holds whole stages: cps ≤ the chunks that fit,
 			// rounded down to a multiple of sc.
-			fit := (lim.smem - gemvSmemWG(tiles, sc, 0, 0)) / (8 * tiles * 128)
+			fit := (lim.smem - gemvSmemWG(tiles, sc, 0, 0, rb, false)) / (8 * tiles * 128)
 			maxCPS = min(fit/sc*sc, chunks)
 		default:
 			ring := w * gemvDepth(sc) * gemvStageBytes(sc)
@@ -699,22 +787,47 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 			if windowed {
 				pxw = xw
 			}
-			p := gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw, wg: wg, groups: groups}
+			p := gemvPlan{tiles: tiles, sc: sc, warps: w, kw: kw, splits: s, cps: cps, xw: pxw, wg: wg, rb: rb, groups: groups}
 			if groups == 2 && o.cluster != -1 {
 				p.cluster = 2
+			}
+			// Two slices as a pair where its buffers fit too.
+			p.pair = wg && s == 2 && groups == 0 && o.pair != -1 && o.coop != 1
+			if p.pair && p.sharedBytes(m) > lim.smem {
+				p.pair = false
+			}
+			if o.pair == 1 && !p.pair || rb == 2 && o.rows != 64 && !gemvPairRows(p, n, lim) {
+				continue
 			}
 			p.smem = p.sharedBytes(m)
 			if o.coop != 1 {
 				all = append(all, rated{p: p, cost: md.rate(mc, n, k, lim, p)})
 			}
-			// The cooperative sum: every CTA resident at once, one per SM.
-			if wg && o.coop != -1 && groups == 0 && s > 1 && m >= gemvCoopMinTokens && ceilDiv(n/32, gemvWgWarps)*s <= lim.sms {
-				p.coop = true
+			// The cooperative sum (128-row CTAs): every CTA resident at
+			// once, one per SM.
+			if wg && rb == gemvWgWarps && o.coop != -1 && o.pair != 1 && groups == 0 && s > 1 && m >= gemvCoopMinTokens &&
+				ceilDiv(n/32, gemvWgWarps)*s <= lim.sms {
+				p.coop, p.pair = true, false
+				p.smem = p.sharedBytes(m)
 				all = append(all, rated{p: p, cost: md.rate(m, n, k, lim, p)})
 			}
 		}
 	}
 	return all
+}
+
+// gemvPairRows reports whether planGemv weighs p, of 64-row CTAs, unforced:
+// only as a pair whose grid is one wave over at least half the SMs (n of
+// 2112-4224 rows on an H100), where 128-row CTAs leave SMs idle. Measured
+// against the best 128-row plan (H100, `pdl_probe pairs`; kernels/notes.md,
+// session 10): 8B q/o 6-23% faster at every token count; 8B down 3% faster
+// at 1 token, 1.5% slower at 16, even at 32, 2% faster at 64. With one
+// slice (70B q/o: 30.8 against 30.3 µs at 16 tokens; 8B gate/up: 224 CTAs
+// in two waves, 36.2 against 29.1 at 64) and with more slices summed by
+// tickets (70B k/v: even) they were no faster.
+func gemvPairRows(p gemvPlan, n int, lim gemvLimits) bool {
+	ctas := ceilDiv(n/32, 2) * p.splits
+	return p.pair && 2*ctas >= lim.sms && ctas <= lim.sms
 }
 
 // gemvCoopMinTokens is the fewest tokens for which planGemv weighs the
@@ -732,6 +845,12 @@ func (p gemvPlan) String() string {
 	s := fmt.Sprintf("decode sc%d w%d kw%d s%d xw%d", p.sc, p.warps, p.kw, p.splits, p.xw)
 	if p.wg {
 		s += " wg"
+	}
+	if p.rb == 2 {
+		s += " r64"
+	}
+	if p.pair {
+		s += " pair"
 	}
 	if p.groups > 1 {
 		s += fmt.Sprintf(" tok%d", 8*p.tiles)

@@ -491,11 +491,11 @@ func TestPlanGemvWarpgroup(t *testing.T) {
 			q := p
 			q.wg = false
 			q.smem = q.sharedBytes(m)
-			plain := md.wg.costSmem(m, s.n, s.k, lim, q.sc, q.warps, q.kw, q.cps, q.xw, p.smem)
+			plain := md.wg.costSmem(m, s.n, s.k, lim, q.sc, q.warps, p.blocks(), q.kw, q.cps, q.xw, p.smem, p.pair)
 			if got, want := md.rate(m, s.n, s.k, lim, p), ceilDiv(plain*md.wgPercent[bits.TrailingZeros(uint(p.tiles))], 100); got != want {
 				t.Errorf("%dx%d m=%d: rate %d, want %d", s.n, s.k, m, got, want)
 			}
-			if got := p.String(); !strings.HasSuffix(got, " wg") || strings.HasSuffix(q.String(), " wg") {
+			if got := p.String(); !strings.Contains(got, " wg") || strings.Contains(q.String(), " wg") {
 				t.Errorf("%dx%d m=%d: %q and %q", s.n, s.k, m, got, q.String())
 			}
 			// The candidates: the model's, 4 of each form (or 3 of one

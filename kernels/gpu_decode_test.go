@@ -64,6 +64,12 @@ func TestPlanGemv(t *testing.T) {
 		{16, 96, 192, h100WG, gemvOptions{tiles: 4}}, // fewer tokens than the tiles hold
 		{64, 4096, 4096, h100WG, gemvOptions{tiles: 4, cluster: -1}},
 		{20, 1024, 8192, h100WG, gemvOptions{tiles: 2, splits: 8}},
+		{16, 4096, 4096, h100WG, gemvOptions{rows: 64}},
+		{16, 4096, 4096, h100WG, gemvOptions{rows: 128, splits: 2}},
+		{1, 8192, 8192, h100WG, gemvOptions{pair: 1}},
+		{16, 8192, 8192, h100WG, gemvOptions{pair: -1, splits: 2}},
+		{64, 4096, 4096, h100WG, gemvOptions{rows: 64, pair: 1, sc: 2}},
+		{37, 96, 1600, h100WG, gemvOptions{rows: 64, pair: 1, window: 1}},
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
 		if err != nil {
@@ -96,7 +102,7 @@ func TestPlanGemv(t *testing.T) {
 			case p.splits > maxGridY || c.o.splits != 0 && p.splits > c.o.splits:
 				t.Errorf("%+v: %d slices", c, p.splits)
 			case p.smem != p.sharedBytes(c.m) || p.smem > c.lim.smem,
-				p.wg && p.smem != gemvSmemWG(p.tiles, p.sc, p.cps, p.xw), !p.wg && p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw):
+				p.wg && p.smem != gemvSmemWG(p.tiles, p.sc, p.cps, p.xw, p.rb, p.pair), !p.wg && p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw):
 				t.Errorf("%+v: %d bytes of shared memory", c, p.smem)
 			case p.wg && (!c.lim.wg || c.o.wg == -1 || p.warps != gemvWgWarps || p.kw != 1 || p.threads() != 160),
 				!p.wg && (c.o.wg == 1 || p.threads() != 32*p.warps):
@@ -109,11 +115,21 @@ func TestPlanGemv(t *testing.T) {
 				// A cooperative launch needs every CTA resident: one per SM.
 				t.Errorf("%+v: cooperative %v with %d slices, grid %v", c, p.coop, p.splits, p.grid(c.n))
 			case p.cluster != 0 && (p.groups != 2 || p.cluster != 2 || p.clusterDims() != dim3{1, 1, 2}),
-				p.cluster == 0 && (p.groups == 2 && c.o.cluster != -1 || p.clusterDims() != dim3{}):
+				p.cluster == 0 && !p.pair && (p.groups == 2 && c.o.cluster != -1 || p.clusterDims() != dim3{}):
 				// Two token groups, and only two, launch as clusters of both.
 				t.Errorf("%+v: clusters of %d for %d token groups", c, p.cluster, p.groups)
+			case p.wg && p.rb != 4 && p.rb != 2, !p.wg && p.rb != 0,
+				c.o.rows == 64 && p.rb != 2, c.o.rows == 128 && p.rb != 4:
+				t.Errorf("%+v: %d row blocks per CTA", c, p.rb)
+			case p.pair && (!p.wg || p.splits != 2 || p.groups != 0 || p.coop || p.cluster != 0 || c.o.pair == -1 ||
+				p.clusterDims() != dim3{1, 2, 1} || p.mode() != 2),
+				!p.pair && (c.o.pair == 1 || p.wg && p.splits == 2 && p.groups == 0 && !p.coop && c.o.pair != -1 &&
+					gemvSmemWG(p.tiles, p.sc, p.cps, p.xw, p.rb, true) <= c.lim.smem):
+				// Two slices of the warpgroup form are a pair where they fit.
+				t.Errorf("%+v: pair %v with %d slices, %d groups, coop %v, clusters %v", c, p.pair, p.splits, p.groups,
+					p.coop, p.clusterDims())
 			}
-			rows := 32 * p.warps / p.kw // weight rows of a CTA
+			rows := 32 * p.blocks() // weight rows of a CTA
 			if g := p.grid(c.n); int(g[0])*rows < c.n || int(g[0]-1)*rows >= c.n || int(g[1]) != p.splits ||
 				int(g[2]) != max(1, p.groups) {
 				t.Errorf("%+v: grid %v", c, g)
@@ -280,7 +296,9 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 // from 33 tokens the cooperative split-K sum (planGemv's, and 2-chunk
 // stages over 3 slices), and from 9 tokens token groups (of 8 tokens over
 // two slices, of 16 in 4-chunk stages: a last group short of tokens; two
-// groups in clusters and without); those that fit in lim's shared memory.
+// groups in clusters and without), and CTAs of 64 rows (a pair, two slices
+// by tickets, one slice, and a pair in windows) and a pair of 128-row
+// CTAs; those that fit in lim's shared memory.
 func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	c := []sparseChoice{
 		{kernel: sparseGemv, gemv: gemvOptions{}},
@@ -306,7 +324,12 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 		wg = append(wg, gemvOptions{wg: 1, sc: 4, splits: 1, window: 1}, gemvOptions{wg: 1, sc: 2, splits: 2, window: 1})
 	}
 	wg = append(wg, gemvOptions{coop: 1}, gemvOptions{coop: 1, sc: 2, splits: 3},
-		gemvOptions{tiles: 1, splits: 2}, gemvOptions{tiles: 2, sc: 4}, gemvOptions{tiles: 2, sc: 4, cluster: -1})
+		gemvOptions{tiles: 1, splits: 2}, gemvOptions{tiles: 2, sc: 4}, gemvOptions{tiles: 2, sc: 4, cluster: -1},
+		gemvOptions{rows: 64, pair: 1}, gemvOptions{rows: 64, pair: -1, sc: 2, splits: 2},
+		gemvOptions{rows: 64, sc: 4, splits: 1}, gemvOptions{rows: 128, pair: 1, sc: 2})
+	if k/gemvChunk >= 2*gemvWindow(4, 1)+1 {
+		wg = append(wg, gemvOptions{rows: 64, pair: 1, sc: 4, window: 1})
+	}
 	for _, o := range wg {
 		if _, err := planGemv(m, 32, k, lim, o); err == nil {
 			c = append(c, sparseChoice{kernel: sparseGemv, gemv: o})
@@ -490,6 +513,69 @@ func TestGPUDecodeClusterFallback(t *testing.T) {
 	}
 	if p, ok := d.fn.gemvPlans[key]; !ok || p.cluster != 0 {
 		t.Errorf("cached plan %v (found %v): want the fallback, without clusters", p, ok)
+	}
+}
+
+// TestGPUDecodePair checks the pair sum (two slices of the warpgroup form,
+// the second's sums pushed into the first's shared memory): with CTAs of
+// 64 and of 128 rows it gives the bits of the ticket sum over the same two
+// slices, whose order of additions it copies, for token counts on both
+// sides of reduce's two orders (M ≤ 3 and M ≥ 4), with idle row blocks
+// (n = 96: a 64-row CTA with one), and both data types. Then a cached pair
+// plan given three slices, whose clusters of two do not tile the grid, is
+// refused by the driver and falls back to the ticket sum, with its bits,
+// and the plan is cached without the pair.
+func TestGPUDecodePair(t *testing.T) {
+	d := openGPU(t)
+	if !d.fn.gemvLim.wg {
+		t.Skip("no warpgroup form (sm_90a) on this device: no pairs")
+	}
+	rng := testRand(t)
+	for _, s := range []struct{ n, k int }{{96, 1600}, {1024, 4096}} {
+		for _, dt := range []DType{BF16, F16} {
+			w := newWeight(t, d, rng, dt, s.n, s.k)
+			for _, m := range []int{1, 3, 4, 16, 33, 64} {
+				x := upload16(t, d, randDense(rng, dt, m*s.k))
+				want := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv,
+					gemv: gemvOptions{rows: 128, pair: -1, splits: 2}})
+				for _, o := range []gemvOptions{{rows: 128, pair: 1}, {rows: 64, pair: 1},
+					{rows: 64, pair: -1, splits: 2}, {rows: 64, pair: 1, sc: 2, window: 1}} {
+					if _, err := planGemv(m, s.n, s.k, d.fn.gemvLim, o); err != nil {
+						continue // the windows need k of 17 chunks or more
+					}
+					got := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv, gemv: o})
+					if i := bitDiff(got, want); i >= 0 {
+						t.Errorf("%v n%d k%d m%d %+v: y[%d] = %v, the ticket sum %v", dt, s.n, s.k, m, o, i, got[i], want[i])
+					}
+				}
+				freeAll(t, x)
+			}
+			w.free(t)
+		}
+	}
+
+	const m, n, k = 16, 4096, 4096
+	w := newWeight(t, d, rng, BF16, n, k)
+	defer w.free(t)
+	x := upload16(t, d, randDense(rng, BF16, m*k))
+	defer freeAll(t, x)
+	three := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{rows: 64, pair: -1, splits: 3}})
+	opts := gemvOptions{rows: 64, pair: 1}
+	runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	key := gemvKey{m, n, k, opts, 0}
+	p, ok := d.fn.gemvPlans[key]
+	if !ok || !p.pair || p.rb != 2 || p.splits != 2 {
+		t.Fatalf("cached plan %v (found %v): want a pair of 64-row CTAs", p, ok)
+	}
+	// Three slices: the workspace already holds them (the plan above).
+	p.splits, p.cps = 3, ceilDiv(k/gemvChunk, 3)
+	d.fn.gemvPlans[key] = p
+	got := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	if i := bitDiff(got, three); i >= 0 {
+		t.Errorf("y[%d] = %v after the fallback, %v by tickets", i, got[i], three[i])
+	}
+	if p, ok := d.fn.gemvPlans[key]; !ok || p.pair || p.clusterDims() != (dim3{}) {
+		t.Errorf("cached plan %v (found %v): want the fallback, no pair", p, ok)
 	}
 }
 

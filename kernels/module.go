@@ -53,7 +53,9 @@ type functions struct {
 	// gemvWG is gemv's warpgroup form (cuda/gemv_wg.cuh), all zero unless
 	// the sm_90a module is loaded; wgNote says why it is not.
 	gemvWG [2][4][gemvStageSizes]uintptr
-	wgNote string
+	// gemvWG64 is the warpgroup form with CTAs of 64 rows.
+	gemvWG64 [2][4][gemvStageSizes]uintptr
+	wgNote   string
 }
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\s*\.version\s+(\d+)\.(\d+)\s*$`)
