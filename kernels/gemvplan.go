@@ -132,7 +132,13 @@ func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
 	if !p.wg {
 		return md.cost(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw)
 	}
-	c := md.wg.costSmem(m, n, k, lim, p.sc, p.warps, p.blocks(), p.kw, p.cps, p.xw, p.smem, p.pair)
+	xw := p.xw
+	if p.rb == 2 && (xw == 0 || xw > gemvWindow(p.sc, 1)) {
+		// 64-row CTAs staged whole or in wide windows: priced as the
+		// narrow window, as measured (gemvWideWindow).
+		xw = min(gemvWindow(p.sc, 1), p.cps)
+	}
+	c := md.wg.costSmem(m, n, k, lim, p.sc, p.warps, p.blocks(), p.kw, p.cps, xw, p.smem, p.pair)
 	if p.coop {
 		c += md.wg.tailBatch * (md.wg.coopBatches - gemvReduceBatches(m, p.tiles, p.splits))
 	}
@@ -430,11 +436,14 @@ func gemvReduceBatches(m, tiles, s int) int {
 // the one of least cost under defaultGemvModel. Ties go to fewer slices,
 // then to larger CTAs (activations staged once for more rows), then to
 // fewer warps per row block, then to 2-chunk stages, then to activations
-// staged whole, then to the mma.sp form. From gemvGroupPickTokens tokens,
-// without options, where the device has room for two token groups in one
-// wave with slices of at most gemvGroupPickChunks chunks, it runs those
-// instead, in clusters (groupPlans): the model has no term for them, and
-// they were measured faster there on both an H100 and an H200.
+// staged whole, then to the mma.sp form. Without options it runs instead,
+// where there is one, the warpgroup form's pair of 64-row CTAs
+// (gemvPairRows), which the model does not rate well and which measured
+// faster; else from gemvGroupPickTokens tokens, where the device has room
+// for two token groups in one wave with slices of at most
+// gemvGroupPickChunks chunks, those, in clusters (groupPlans): the model
+// has no term for them, and they were measured faster there on both an
+// H100 and an H200.
 func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
 	ps, err := defaultGemvModel().candidates(m, n, k, lim, o, 1)
 	if err != nil {
@@ -580,46 +589,52 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 			errGemvPlan, m, k, o, lim.smem)
 	}
 	slices.SortFunc(all, compareRated)
-	// Where both forms are weighed, at most half the list (rounded up) is
-	// of either, unless the other runs short: a list an engine times on
-	// its GPU should hold the best plans of both, whatever the model's
-	// guess of the warpgroup form's worth (wgPercent) is there.
-	per := count
-	if lim.wg && o.wg == 0 {
-		per = count - count/2
+	// Plans the model does not rank, without options: a pair of 64-row
+	// CTAs first (planGemv's choice) where there is one (gemvPairRows);
+	// then, from gemvGroupPickTokens, the token-group plan of two groups
+	// in clusters; the other group plans last (a full list only).
+	var lead, gp []gemvPlan
+	if o == (gemvOptions{}) {
+		if i := slices.IndexFunc(all, func(r rated) bool { return r.p.rb == 2 }); i >= 0 {
+			lead = append(lead, all[i].p)
+			all = slices.Delete(all, i, i+1)
+		}
+		gp = md.groupPlans(m, n, k, lim)
+		if len(gp) > 0 && gp[0].cluster > 0 && m >= gemvGroupPickTokens && gp[0].cps <= gemvGroupPickChunks {
+			lead, gp = append(lead, gp[0]), gp[1:]
+		}
+		if count < gemvMaxCandidates {
+			gp = nil
+		}
 	}
-	chosen := make([]rated, 0, min(count, len(all)))
+	ranked := max(0, count-len(lead)-len(gp))
+	// Where both forms are weighed, at most half the ranked plans (rounded
+	// up) are of either, unless the other runs short: a list an engine
+	// times on its GPU should hold the best plans of both, whatever the
+	// model's guess of the warpgroup form's worth (wgPercent) is there.
+	per := ranked
+	if lim.wg && o.wg == 0 {
+		per = ranked - ranked/2
+	}
+	chosen := make([]rated, 0, min(ranked, len(all)))
 	taken := map[bool]int{}
 	for _, r := range all {
-		if len(chosen) < count && taken[r.p.wg] < per {
+		if len(chosen) < ranked && taken[r.p.wg] < per {
 			taken[r.p.wg]++
 			chosen = append(chosen, r)
 		}
 	}
 	for _, r := range all { // one form ran short: the next best of the other
-		if len(chosen) < count && taken[r.p.wg] >= per && !slices.Contains(chosen, r) {
+		if len(chosen) < ranked && taken[r.p.wg] >= per && !slices.Contains(chosen, r) {
 			chosen = append(chosen, r)
 		}
 	}
 	slices.SortStableFunc(chosen, compareRated)
-	out := make([]gemvPlan, len(chosen))
-	for i, r := range chosen {
-		out[i] = r.p
+	out := lead
+	for _, r := range chosen {
+		out = append(out, r.p)
 	}
-	if o == (gemvOptions{}) {
-		// Token-group plans: from gemvGroupPickTokens the one of two
-		// groups in clusters first (planGemv's choice), the others last.
-		gp := md.groupPlans(m, n, k, lim)
-		var lead []gemvPlan
-		if len(gp) > 0 && gp[0].cluster > 0 && m >= gemvGroupPickTokens && gp[0].cps <= gemvGroupPickChunks {
-			lead, gp = []gemvPlan{gp[0]}, gp[1:]
-		}
-		if count < gemvMaxCandidates {
-			gp = nil
-		}
-		keep := max(0, count-len(lead)-len(gp))
-		out = append(append(lead, out[:min(len(out), keep)]...), gp...)
-	}
+	out = append(out, gp...)
 	return out, nil
 }
 
@@ -726,6 +741,9 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 		}
 	}
 	for _, rb := range rbs {
+		if rb == 2 && sc != 2 && o.rows != 64 {
+			continue // 64-row pairs in 2-chunk stages (gemvPairRows)
+		}
 		all = md.plansRB(all, m, n, k, lim, o, sc, w, kw, wg, rb)
 	}
 	return all
@@ -752,6 +770,11 @@ func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOpti
 		switch {
 		case windowed:
 			xw = gemvWindow(sc, kw)
+			if rb == 2 && o.rows != 64 {
+				if xw = gemvWideWindow(tiles, sc, lim); xw < gemvWindow(sc, kw) {
+					continue
+				}
+			}
 			if wg && gemvSmemWG(tiles, sc, 0, xw, rb, false) <= lim.smem || !wg && gemvSmem(m, sc, w, 0, xw) <= lim.smem {
 				maxCPS = chunks
 			}
@@ -816,15 +839,35 @@ func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOpti
 	return all
 }
 
+// gemvWideWindow returns the widest window of activations (a multiple of
+// sc chunks) that a pair of 64-row CTAs holds in lim's shared memory, or
+// 0. Such a pair runs its activations staged whole or in the widest
+// windows: fewer window switches measured faster there, and staging whole
+// cost no more than a window of gemvWindow's width (H100, `pdl_probe
+// pairs`, µs: 8B q/o at 16 tokens 10.3 whole against 11.2 in windows of
+// 8; at 64 tokens 11.5 in windows of 8 against 12.2 in windows of 6), so
+// the model prices it as such a window (rate).
+func gemvWideWindow(tiles, sc int, lim gemvLimits) int {
+	xw := 0
+	for w := sc; gemvSmemWG(tiles, sc, 0, w, 2, true) <= lim.smem; w += sc {
+		xw = w
+	}
+	return xw
+}
+
 // gemvPairRows reports whether planGemv weighs p, of 64-row CTAs, unforced:
 // only as a pair whose grid is one wave over at least half the SMs (n of
-// 2112-4224 rows on an H100), where 128-row CTAs leave SMs idle. Measured
-// against the best 128-row plan (H100, `pdl_probe pairs`; kernels/notes.md,
-// session 10): 8B q/o 6-23% faster at every token count; 8B down 3% faster
-// at 1 token, 1.5% slower at 16, even at 32, 2% faster at 64. With one
-// slice (70B q/o: 30.8 against 30.3 µs at 16 tokens; 8B gate/up: 224 CTAs
-// in two waves, 36.2 against 29.1 at 64) and with more slices summed by
-// tickets (70B k/v: even) they were no faster.
+// 2112-4224 rows on an H100), where 128-row CTAs leave SMs idle, in
+// 2-chunk stages (plansCTA), staged whole or in the widest windows
+// (gemvWideWindow). Measured against the best 128-row plan (H100,
+// `pdl_probe pairs`; kernels/notes.md, session 10): 8B q/o 6-23% faster at
+// every token count; 8B down 3% faster at 1 token, 1.5% slower at 16, even
+// at 32, 2% faster at 64. With one slice (70B q/o: 30.8 against 30.3 µs
+// at 16 tokens; 8B gate/up: 224 CTAs in two waves, 36.2 against 29.1 at
+// 64) and with more slices summed by tickets (70B k/v: even) they were no
+// faster; 4-chunk stages ran even with 2-chunk ones at 1-16 tokens and
+// slower at 32 (8B q/o: 11.4 against 10.9 µs) and 64 (13.5 in the widest
+// windows that fit, 4 chunks, against 11.5).
 func gemvPairRows(p gemvPlan, n int, lim gemvLimits) bool {
 	ctas := ceilDiv(n/32, 2) * p.splits
 	return p.pair && 2*ctas >= lim.sms && ctas <= lim.sms

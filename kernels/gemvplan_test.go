@@ -392,27 +392,29 @@ func TestGemvCandidate(t *testing.T) {
 // one wave, two groups in clusters (the plans that measured fastest at 32 and 64 tokens
 // on the H100), at the end of the list, except that from
 // gemvGroupPickTokens two groups in clusters over slices of at most
-// gemvGroupPickChunks come first, as planGemv's choice; and their
-// workspace.
+// gemvGroupPickChunks come first, as planGemv's choice, or second after a
+// pair of 64-row CTAs (gemvPairRows: 8B q/o and down), which leads the
+// list wherever there is one; and their workspace.
 func TestGemvGroupCandidates(t *testing.T) {
 	lim := h100Limits
 	lim.wg = true
 	for _, c := range []struct {
 		m, n, k int
-		lead    string   // planGemv's plan, if of token groups
+		lead    []string // the candidates' first plans where they are not the model's: a pair, a token-group plan
 		tail    []string // the candidates' last plans
 	}{
-		{64, 1024, 4096, "decode sc4 w4 kw1 s8 xw0 wg tok32 cl2", []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}},
-		{64, 4096, 4096, "decode sc4 w4 kw1 s2 xw8 wg tok32 cl2", []string{"decode sc4 w4 kw1 s1 xw8 wg tok16"}},
-		{64, 8192, 8192, "", []string{"decode sc4 w4 kw1 s1 xw8 wg tok32 cl2"}}, // slices of 128 chunks; 16-token groups: 256 CTAs
-		{40, 1024, 8192, "decode sc4 w4 kw1 s8 xw0 wg tok32 cl2", []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}},
-		{33, 4096, 14336, "", []string{"decode sc4 w4 kw1 s2 xw8 wg tok32 cl2", "decode sc4 w4 kw1 s1 xw8 wg tok16"}}, // 3 groups of 16
-		{64, 14336, 4096, "", nil}, // 112 CTAs of 128 rows: no room for groups
-		{32, 1024, 4096, "", []string{"decode sc4 w4 kw1 s8 xw0 wg tok16 cl2"}}, // one group of 32
-		{17, 8192, 8192, "", []string{"decode sc4 w4 kw1 s1 xw8 wg tok16 cl2"}},
-		{16, 1024, 4096, "", []string{"decode sc4 w4 kw1 s8 xw0 wg tok8 cl2"}},
-		{9, 4096, 4096, "", []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}},
-		{8, 1024, 4096, "", nil},
+		{64, 1024, 4096, []string{"decode sc4 w4 kw1 s8 xw0 wg tok32 cl2"}, []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}},
+		{64, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw8 wg r64 pair", "decode sc4 w4 kw1 s2 xw8 wg tok32 cl2"},
+			[]string{"decode sc4 w4 kw1 s1 xw8 wg tok16"}},
+		{64, 8192, 8192, nil, []string{"decode sc4 w4 kw1 s1 xw8 wg tok32 cl2"}}, // slices of 128 chunks; 16-token groups: 256 CTAs
+		{40, 1024, 8192, []string{"decode sc4 w4 kw1 s8 xw0 wg tok32 cl2"}, []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}},
+		{33, 4096, 14336, []string{"decode sc2 w4 kw1 s2 xw8 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw8 wg tok32 cl2", "decode sc4 w4 kw1 s1 xw8 wg tok16"}}, // 3 groups of 16
+		{64, 14336, 4096, nil, nil}, // 112 CTAs of 128 rows: no room for groups
+		{32, 1024, 4096, nil, []string{"decode sc4 w4 kw1 s8 xw0 wg tok16 cl2"}}, // one group of 32
+		{17, 8192, 8192, nil, []string{"decode sc4 w4 kw1 s1 xw8 wg tok16 cl2"}},
+		{16, 1024, 4096, nil, []string{"decode sc4 w4 kw1 s8 xw0 wg tok8 cl2"}},
+		{9, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw0 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}},
+		{8, 1024, 4096, nil, nil},
 	} {
 		ps, err := gemvCandidates(c.m, c.n, c.k, lim, gemvOptions{}, gemvMaxCandidates)
 		if err != nil || len(ps) != gemvMaxCandidates {
@@ -422,12 +424,16 @@ func TestGemvGroupCandidates(t *testing.T) {
 		if err != nil || p != ps[0] {
 			t.Errorf("m=%d %dx%d: planGemv %v (%v), first candidate %v", c.m, c.n, c.k, p, err, ps[0])
 		}
-		if got := p.String(); c.lead != "" && got != c.lead || c.lead == "" && p.groups != 0 {
-			t.Errorf("m=%d %dx%d: planGemv %q, want %q", c.m, c.n, c.k, got, c.lead)
+		var lead []string
+		for _, q := range ps[:len(c.lead)] {
+			lead = append(lead, q.String())
+		}
+		if !slices.Equal(lead, c.lead) || len(c.lead) == 0 && (p.groups != 0 || p.rb == 2) {
+			t.Errorf("m=%d %dx%d: candidates start %q (planGemv %v), want %q", c.m, c.n, c.k, lead, p, c.lead)
 		}
 		var tail []string
 		for i, q := range ps {
-			if q.groups > 0 && i > 0 {
+			if q.groups > 0 && i >= len(c.lead) {
 				tail = append(tail, q.String())
 				if i < len(ps)-len(c.tail) {
 					t.Errorf("m=%d %dx%d: token-group plan %v at %d, before the model's", c.m, c.n, c.k, q, i)
@@ -488,6 +494,15 @@ func TestPlanGemvWarpgroup(t *testing.T) {
 				t.Errorf("%dx%d m=%d: plan %v, %v; want the warpgroup form", s.n, s.k, m, p, err)
 				continue
 			}
+			// planGemv's plan where no pair of 64-row CTAs leads (which
+			// the model prices with their own staging: TestGemvPairRows).
+			if p.rb == 2 {
+				ps, err := gemvCandidates(m, s.n, s.k, lim, gemvOptions{}, gemvMaxCandidates)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p = ps[slices.IndexFunc(ps, func(q gemvPlan) bool { return q.rb != 2 })]
+			}
 			q := p
 			q.wg = false
 			q.smem = q.sharedBytes(m)
@@ -501,12 +516,15 @@ func TestPlanGemvWarpgroup(t *testing.T) {
 			// The candidates: the model's, 4 of each form (or 3 of one
 			// where a token-group plan ends the list), in its order.
 			ps, err := gemvCandidates(m, s.n, s.k, lim, gemvOptions{}, gemvMaxCandidates)
-			if err != nil || len(ps) != gemvMaxCandidates || ps[0] != p {
+			if err != nil || len(ps) != gemvMaxCandidates || !slices.Contains(ps, p) {
 				t.Fatalf("%dx%d m=%d: candidates %v, %v", s.n, s.k, m, ps, err)
 			}
 			forms := map[bool]int{}
 			for ps[len(ps)-1].groups > 0 {
 				ps = ps[:len(ps)-1]
+			}
+			if ps[0].rb == 2 {
+				ps = ps[1:] // the pair that leads (a second pair is the model's)
 			}
 			for i, c := range ps {
 				forms[c.wg]++
@@ -516,6 +534,61 @@ func TestPlanGemvWarpgroup(t *testing.T) {
 			}
 			if forms[true] < len(ps)/2 || forms[false] < len(ps)/2 {
 				t.Errorf("%dx%d m=%d: %d warpgroup and %d mma.sp candidates", s.n, s.k, m, forms[true], forms[false])
+			}
+		}
+	}
+}
+
+// TestGemvPairRows checks where planGemv leads with a pair of 64-row CTAs
+// on an sm_90a device: for the 4096-row Llama-3-8B shapes (q/o and down,
+// 128 CTAs) at every token count, as two slices in 2-chunk stages with
+// the activations staged whole where they fit, else in the widest windows
+// that fit (never narrower than gemvWindow's), priced by the model as
+// gemvWindow's windows; and nowhere else: not for 8192 rows (256 CTAs, two
+// waves), 1024 (32 CTAs) or 14336, and never without the warpgroup form.
+func TestGemvPairRows(t *testing.T) {
+	md := defaultGemvModel()
+	for _, lim := range []gemvLimits{wgLimits(), h100Limits} {
+		for _, s := range []struct{ n, k int }{{4096, 4096}, {4096, 14336}, {8192, 8192}, {1024, 4096}, {14336, 4096}} {
+			for _, m := range []int{1, 2, 4, 8, 16, 32, 33, 64} {
+				p, err := planGemv(m, s.n, s.k, lim, gemvOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ps, err := gemvCandidates(m, s.n, s.k, lim, gemvOptions{}, gemvMaxCandidates)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pairs := 0
+				for _, q := range ps {
+					if q.rb == 2 {
+						pairs++
+					}
+				}
+				want := lim.wg && s.n == 4096
+				name := fmt.Sprintf("wg %v %dx%d m=%d", lim.wg, s.n, s.k, m)
+				if !want {
+					if pairs > 0 {
+						t.Errorf("%s: %d candidates of 64-row CTAs: %v", name, pairs, ps)
+					}
+					continue
+				}
+				tiles := gemvTiles(m)
+				whole := gemvSmemWG(tiles, 2, ceilDiv(s.k/gemvChunk, 2), 0, 2, true) <= lim.smem
+				wide := gemvWideWindow(tiles, 2, lim)
+				switch {
+				case p.rb != 2 || !p.pair || p.sc != 2 || p.splits != 2 || p.groups != 0 || p.smem > lim.smem:
+					t.Errorf("%s: planGemv %v, want a pair of 64-row CTAs", name, p)
+				case whole && p.xw != 0, !whole && p.xw != wide:
+					t.Errorf("%s: windows of %d chunks (staged whole fits: %v; widest window %d)", name, p.xw, whole, wide)
+				case p.xw != 0 && (p.xw < gemvWindow(2, 1) || gemvSmemWG(tiles, 2, 0, p.xw+2, 2, true) <= lim.smem):
+					t.Errorf("%s: windows of %d chunks are not the widest that fit", name, p.xw)
+				}
+				narrow := p
+				narrow.xw = gemvWindow(2, 1)
+				if got, want := md.rate(m, s.n, s.k, lim, p), md.rate(m, s.n, s.k, lim, narrow); got != want {
+					t.Errorf("%s: rate %d, want %d (as in windows of %d)", name, got, want, narrow.xw)
+				}
 			}
 		}
 	}
