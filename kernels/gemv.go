@@ -90,11 +90,10 @@ func (d *Device) loadGemv() error {
 		return err
 	}
 	if d.mod90a != 0 {
-		if err := d.lookupGemv(&d.fn.gemvWG, d.mod90a, "gemv_wg"); err != nil {
-			return err
-		}
-		if err := d.lookupGemv(&d.fn.gemvWG64, d.mod90a, "gemv_wg64"); err != nil {
-			return err
+		for f := range d.fn.gemvWG {
+			if err := d.lookupGemv(&d.fn.gemvWG[f], d.mod90a, gemvWGFamily(f)); err != nil {
+				return err
+			}
 		}
 	}
 	var perSM, optin int32
@@ -105,7 +104,11 @@ func (d *Device) loadGemv() error {
 		return fmt.Errorf("reading the opt-in shared memory per block: %w", err)
 	}
 	d.fn.gemvLim = gemvLimits{sms: d.info.SMs, smem: int(optin), perSM: int(perSM), wg: d.mod90a != 0}
-	for _, fns := range []*[2][4][gemvStageSizes]uintptr{&d.fn.gemv, &d.fn.gemvWG, &d.fn.gemvWG64} {
+	all := []*[2][4][gemvStageSizes]uintptr{&d.fn.gemv}
+	for f := range d.fn.gemvWG {
+		all = append(all, &d.fn.gemvWG[f])
+	}
+	for _, fns := range all {
 		for dt := range fns {
 			for i := range fns[dt] {
 				for _, f := range fns[dt][i] {
@@ -244,13 +247,15 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 	ti, si := bits.TrailingZeros(uint(p.tiles)), bits.TrailingZeros(uint(p.sc))-1
 	block := dim3{uint32(p.threads()), 1, 1}
 	if p.wg {
-		fn, name := d.fn.gemvWG[di][ti][si], "gemv_wg"
-		if p.rb == 2 {
-			fn, name = d.fn.gemvWG64[di][ti][si], "gemv_wg64"
-		}
 		launch := func(p gemvPlan) error {
-			return d.launchWith(launchOpts{coop: p.coop, cluster: p.clusterDims()}, name, fn, p.grid(n), block, p.smem,
-				y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(p.mode()))
+			f := p.family()
+			flag := 0
+			if p.coop {
+				flag = 1
+			}
+			return d.launchWith(launchOpts{coop: p.coop, cluster: p.clusterDims()}, gemvWGFamily(f),
+				d.fn.gemvWG[f][di][ti][si], p.grid(n), block, p.smem,
+				y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(flag))
 		}
 		err := launch(p)
 		var ce *CUDAError

@@ -290,16 +290,35 @@ func (p gemvPlan) clusterDims() dim3 {
 	return dim3{}
 }
 
-// mode returns the split-K sum argument of p's warpgroup-form launch
-// (cuda/sfsurgery_sm90a.cu): 2 a pair, 1 cooperative, 0 the last slice's.
-func (p gemvPlan) mode() int {
-	switch {
-	case p.pair:
-		return 2
-	case p.coop:
-		return 1
+// gemvWGFamilies is the warpgroup form's kernel families in the sm_90a
+// module (cuda/sfsurgery_sm90a.cu), named by gemvWGFamily.
+const gemvWGFamilies = 4
+
+// gemvWGFamily returns the name of family f of the warpgroup form's
+// kernels, each followed by _{bf16,f16}_t{1,2,4,8}_s{2,4}: CTAs of 128
+// rows (0), of 64 (1), and each with the pair sum (2, 3).
+func gemvWGFamily(f int) string {
+	name := "gemv_wg"
+	if f%2 == 1 {
+		name += "64"
 	}
-	return 0
+	if f >= 2 {
+		name += "_pair"
+	}
+	return name
+}
+
+// family returns the family (gemvWGFamily) of the kernels that run p (the
+// warpgroup form).
+func (p gemvPlan) family() int {
+	f := 0
+	if p.rb == 2 {
+		f = 1
+	}
+	if p.pair {
+		f += 2
+	}
+	return f
 }
 
 // workspace returns the u32 counters and the float partial sums p's

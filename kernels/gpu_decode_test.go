@@ -122,7 +122,7 @@ func TestPlanGemv(t *testing.T) {
 				c.o.rows == 64 && p.rb != 2, c.o.rows == 128 && p.rb != 4:
 				t.Errorf("%+v: %d row blocks per CTA", c, p.rb)
 			case p.pair && (!p.wg || p.splits != 2 || p.groups != 0 || p.coop || p.cluster != 0 || c.o.pair == -1 ||
-				p.clusterDims() != dim3{1, 2, 1} || p.mode() != 2),
+				p.clusterDims() != dim3{1, 2, 1} || gemvWGFamily(p.family()) != map[int]string{4: "gemv_wg_pair", 2: "gemv_wg64_pair"}[p.rb]),
 				!p.pair && (c.o.pair == 1 || p.wg && p.splits == 2 && p.groups == 0 && !p.coop && c.o.pair != -1 &&
 					gemvSmemWG(p.tiles, p.sc, p.cps, p.xw, p.rb, true) <= c.lim.smem):
 				// Two slices of the warpgroup form are a pair where they fit.

@@ -50,12 +50,12 @@ type functions struct {
 	gemv      [2][4][gemvStageSizes]uintptr
 	gemvLim   gemvLimits
 	gemvPlans map[gemvKey]gemvPlan
-	// gemvWG is gemv's warpgroup form (cuda/gemv_wg.cuh), all zero unless
-	// the sm_90a module is loaded; wgNote says why it is not.
-	gemvWG [2][4][gemvStageSizes]uintptr
-	// gemvWG64 is the warpgroup form with CTAs of 64 rows.
-	gemvWG64 [2][4][gemvStageSizes]uintptr
-	wgNote   string
+	// gemvWG[f] is gemv's warpgroup form (cuda/gemv_wg.cuh) of family f
+	// (gemvWGFamily: CTAs of 128 or 64 rows, with the pair sum or
+	// without), all zero unless the sm_90a module is loaded; wgNote says
+	// why it is not.
+	gemvWG [gemvWGFamilies][2][4][gemvStageSizes]uintptr
+	wgNote string
 }
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\s*\.version\s+(\d+)\.(\d+)\s*$`)

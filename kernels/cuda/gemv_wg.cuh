@@ -354,7 +354,7 @@ __device__ __forceinline__ void finish_coop(float* __restrict__ Y, float* __rest
 }
 
 // finish_pair is finish for a launch of two slices whose CTAs pair up as
-// clusters of (1, 2, 1) (mode 2 of kernel_wg): the slice-1 CTA (rank 1)
+// clusters of (1, 2, 1) (kernel_wg with PAIR): the slice-1 CTA (rank 1)
 // pushes its warp's sums into the slice-0 CTA's shared memory at buf with
 // asynchronous stores that complete on the mbarrier bar there, and leaves;
 // the slice-0 warp waits for them, adds them up as reduce does two slices
@@ -392,10 +392,12 @@ __device__ __forceinline__ void finish_pair(float* __restrict__ Y, float (&acc)[
 // kernel_wg is the warpgroup form's kernel. RB is the row blocks of a CTA:
 // 4 (128 rows, each consumer warp one block) or 2 (64 rows: the warps of
 // a block multiply one 16-row half each, with one product per k-tile, and
-// twice as many CTAs cover the same slices). mode: 0 the last slice's sum,
-// 1 the cooperative sum, 2 the pair sum (two slices, clusters of
-// (1, 2, 1): finish_pair).
-template <typename T, int NT, int SC, int RB = kWgWarps>
+// twice as many CTAs cover the same slices). PAIR: the pair sum (two
+// slices, clusters of (1, 2, 1): finish_pair), a template parameter so that
+// the other kernels carry none of its code (with it as a runtime argument
+// they ran 1-2% slower: kernels/notes.md, session 10); else mode 0 is the
+// last slice's sum, 1 the cooperative sum.
+template <typename T, int NT, int SC, int RB = kWgWarps, bool PAIR = false>
 __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t* __restrict__ X,
                                           const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
                                           float* __restrict__ W, int M, int N, int K, int xwin, int mode) {
@@ -442,7 +444,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   const uint32_t xch = bars + 16 * ST;
   const uint32_t push = xch + (RB == 2 ? RB * 512 * NT : 0);
   const uint32_t pbars = push + RB * 1024 * NT;
-  const bool pair = mode == 2;
+  constexpr bool pair = PAIR;
   const int blocks = N / 32;
   SFS_GEMV_TRACE(0);
   if (tid == 0) {
@@ -558,7 +560,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
 #pragma unroll
     for (int t = 0; t < NT; ++t) lds128(x + t * 512, acc[t][1][0], acc[t][1][1], acc[t][1][2], acc[t][1][3]);
   }
-  if (pair) {
+  if (PAIR) {
     finish_pair<NT>(Y, acc, M, N, rb, lane, push + rbl * 1024 * NT, pbars + 8 * rbl);
   } else if (mode == 1 && gridDim.y > 1) {
     finish_coop<NT>(Y, W, acc, M, N, rb, lane, ctr);

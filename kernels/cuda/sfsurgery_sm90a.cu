@@ -9,54 +9,64 @@
 //        the decode-size product in Hopper's warpgroup form (gemv_wg.cuh)
 //   gemv_wg64_{bf16,f16}_t{1,2,4,8}_s{2,4}
 //        the same with CTAs of 64 rows (kernel_wg's RB = 2)
+//   gemv_wg_pair_*, gemv_wg64_pair_*
+//        the two with the pair sum (kernel_wg's PAIR)
 #include "gemv_wg.cuh"
 
 // gemv_wg_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/128), slices), block
 // 160 (4 consumer warps, one row block each, and the producer), dynamic
 // shared memory 4·ST·Stage<SC>::kBytes + 1024 + B·xcap·8·NT·128 + 16·ST
-// (+ 4·(1024·NT + 8) for mode 2) bytes with ST = Stage<SC>::kDepth,
+// bytes with ST = Stage<SC>::kDepth,
 // cps = ceil(K/64 / slices) and, for xwin = 0 or xwin ≥ cps (the
 // slice's activations staged whole), xcap = cps rounded up to a multiple of
 // SC and B = 1, else (in windows of xwin chunks, a multiple of SC, through
 // two buffers) xcap = xwin and B = 2. The operands, the workspace and the
 // counters are those of gemv.cuh's entry points (sfsurgery.cu), and so is
-// the result, bit for bit. mode (the argument named coop) picks the
-// split-K sum, each with the same bits: 0 the last slice's; 1 (several
-// slices, M ≥ 4, every CTA resident at once: a cooperative launch) the
-// slices share it (finish_coop in gemv_wg.cuh) and need 2·(N/32) counters
-// below the workspace; 2 (two slices, launched as clusters of (1, 2, 1))
-// slice 1 pushes its sums into slice 0's shared memory (finish_pair), no
-// workspace used.
+// the result, bit for bit. coop picks the split-K sum, each with the same
+// bits: 0 the last slice's; 1 (several slices, M ≥ 4, every CTA resident
+// at once: a cooperative launch) the slices share it (finish_coop in
+// gemv_wg.cuh) and need 2·(N/32) counters below the workspace.
 //
 // gemv_wg64_{bf16,f16}_t{1,2,4,8}_s{2,4}: the same but for CTAs of 64
 // rows: grid (ceil(N/64), slices), ST = 2·Stage<SC>::kDepth (the same ring
 // bytes), and 2·512·NT more bytes of shared memory (the two halves of a
-// row block meet there), 2·(1024·NT + 8) for mode 2.
+// row block meet there).
+//
+// gemv_wg_pair_* and gemv_wg64_pair_*: gemv_wg_* and gemv_wg64_* for two
+// slices launched as clusters of (1, 2, 1): slice 1 pushes its sums into
+// slice 0's shared memory (finish_pair), the same bits as coop = 0 (which
+// is what to launch where the clusters are refused), no workspace used;
+// RB·(1024·NT + 8) more bytes of shared memory (RB = 4 or 2 row blocks per
+// CTA), coop ignored.
 // grid.z = G > 1 splits the tokens into G groups of 8·NT (the last holds
 // the rest): group z multiplies tokens z·8·NT … with its own S·8·NT·N
 // partial sums, from W + z·S·8·NT·N, and its own 2·(N/32) counters, the
 // z-th such run below W (so 2·G·(N/32) counters in all).
-#define SFS_GEMV_WG(name, T, NT, SC, RB)                                                                    \
+#define SFS_GEMV_WG(name, T, NT, SC, RB, PAIR)                                                              \
   extern "C" __global__ void __launch_bounds__(32 * (sfs::gemv::kWgWarps + 1))                              \
       name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,           \
            const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin,               \
            int coop) {                                                                                        \
-    sfs::gemv::kernel_wg<T, NT, SC, RB>(Y, X, P, U, W, M, N, K, xwin, coop);                                \
+    sfs::gemv::kernel_wg<T, NT, SC, RB, PAIR>(Y, X, P, U, W, M, N, K, xwin, coop);                          \
   }
-#define SFS_GEMV_WG_SC(P, RB, SC)                               \
-  SFS_GEMV_WG(P##_bf16_t1_s##SC, sfs::BF16, 1, SC, RB)  \
-  SFS_GEMV_WG(P##_bf16_t2_s##SC, sfs::BF16, 2, SC, RB)  \
-  SFS_GEMV_WG(P##_bf16_t4_s##SC, sfs::BF16, 4, SC, RB)  \
-  SFS_GEMV_WG(P##_bf16_t8_s##SC, sfs::BF16, 8, SC, RB)  \
-  SFS_GEMV_WG(P##_f16_t1_s##SC, sfs::F16, 1, SC, RB)    \
-  SFS_GEMV_WG(P##_f16_t2_s##SC, sfs::F16, 2, SC, RB)    \
-  SFS_GEMV_WG(P##_f16_t4_s##SC, sfs::F16, 4, SC, RB)    \
-  SFS_GEMV_WG(P##_f16_t8_s##SC, sfs::F16, 8, SC, RB)
+#define SFS_GEMV_WG_SC(P, RB, PAIR, SC)                           \
+  SFS_GEMV_WG(P##_bf16_t1_s##SC, sfs::BF16, 1, SC, RB, PAIR)  \
+  SFS_GEMV_WG(P##_bf16_t2_s##SC, sfs::BF16, 2, SC, RB, PAIR)  \
+  SFS_GEMV_WG(P##_bf16_t4_s##SC, sfs::BF16, 4, SC, RB, PAIR)  \
+  SFS_GEMV_WG(P##_bf16_t8_s##SC, sfs::BF16, 8, SC, RB, PAIR)  \
+  SFS_GEMV_WG(P##_f16_t1_s##SC, sfs::F16, 1, SC, RB, PAIR)    \
+  SFS_GEMV_WG(P##_f16_t2_s##SC, sfs::F16, 2, SC, RB, PAIR)    \
+  SFS_GEMV_WG(P##_f16_t4_s##SC, sfs::F16, 4, SC, RB, PAIR)    \
+  SFS_GEMV_WG(P##_f16_t8_s##SC, sfs::F16, 8, SC, RB, PAIR)
 
-SFS_GEMV_WG_SC(gemv_wg, 4, 2)
-SFS_GEMV_WG_SC(gemv_wg, 4, 4)
-SFS_GEMV_WG_SC(gemv_wg64, 2, 2)
-SFS_GEMV_WG_SC(gemv_wg64, 2, 4)
+SFS_GEMV_WG_SC(gemv_wg, 4, false, 2)
+SFS_GEMV_WG_SC(gemv_wg, 4, false, 4)
+SFS_GEMV_WG_SC(gemv_wg64, 2, false, 2)
+SFS_GEMV_WG_SC(gemv_wg64, 2, false, 4)
+SFS_GEMV_WG_SC(gemv_wg_pair, 4, true, 2)
+SFS_GEMV_WG_SC(gemv_wg_pair, 4, true, 4)
+SFS_GEMV_WG_SC(gemv_wg64_pair, 2, true, 2)
+SFS_GEMV_WG_SC(gemv_wg64_pair, 2, true, 4)
 
 #undef SFS_GEMV_WG_SC
 #undef SFS_GEMV_WG

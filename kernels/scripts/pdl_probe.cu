@@ -32,8 +32,8 @@
 // main): "alone" the alone column and a hash of every output (two builds
 // of gemv_wg.cuh, -DGEMV_WG_CUH=..., compare bit for bit), "windows"
 // window sizes at 64 tokens, "groups" token groups beside the planner's
-// plans, "clusters" token groups launched as clusters, "trace" per-CTA
-// timelines of one launch.
+// plans, "clusters" token groups launched as clusters, "pairs" 64-row CTAs
+// and the pair sum, "trace" per-CTA timelines of one launch.
 //
 // Not part of the product or its tests.
 #include <cmath>
@@ -124,7 +124,7 @@ struct Plan {
   bool coop;
   int tiles = 0;  // 8-token tiles per CTA (token groups: grid.z = ceil(m / (8·tiles))); 0: all of m
   int rb = 4;     // row blocks of 32 rows per CTA: 4, or 2 (kernel_wg's RB)
-  bool pair = false;  // rb 2, two slices: the pair sum in clusters of (1, 2, 1)
+  bool pair = false;  // two slices summed as a pair (kernel_wg's PAIR), clusters of (1, 2, 1)
 };
 
 static int depth(int sc) { return sc == 2 ? 4 : 3; }
@@ -185,6 +185,9 @@ int main(int argc, char** argv) {
       {"8B k_v m64 sc4 s16 coop", 1024, 4096, 64, 4, 16, 0, true},
       {"8B k_v m64 sc4 s8", 1024, 4096, 64, 4, 8, 0, false},
       {"8B q_o m1 sc4 s4 xw8", 4096, 4096, 1, 4, 4, 8, false},
+      {"8B q_o m16 sc4 s4", 4096, 4096, 16, 4, 4, 0, false},
+      {"8B q_o m32 sc4 s4 xw8", 4096, 4096, 32, 4, 4, 8, false},
+      {"8B q_o m64 sc2 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
       {"70B k_v m1 sc4 s16", 1024, 8192, 1, 4, 16, 0, false},
       {"70B k_v m32 sc4 s8 xw8", 1024, 8192, 32, 4, 8, 8, false},
       {"70B k_v m64 sc4 s16 coop", 1024, 8192, 64, 4, 16, 0, true},
@@ -198,11 +201,15 @@ int main(int argc, char** argv) {
         {"8B gate_up m16 sc4 s1 xw8", 14336, 4096, 16, 4, 1, 8, false},
         {"8B gate_up m32 sc4 s1 xw8", 14336, 4096, 32, 4, 1, 8, false},
         {"8B gate_up m64 sc2 s1 xw6", 14336, 4096, 64, 2, 1, 6, false},
+        {"8B down m32 sc4 s4 xw8", 4096, 14336, 32, 4, 4, 8, false},
         {"70B q_o m16 sc4 s2 xw8", 8192, 8192, 16, 4, 2, 8, false},
         {"70B q_o m32 sc4 s2 xw8", 8192, 8192, 32, 4, 2, 8, false},
         {"70B down m64 sc2 s2 xw6", 8192, 28672, 64, 2, 2, 6, false},
         {"70B gate_up m64 sc2 s1 xw6", 28672, 8192, 64, 2, 1, 6, false},
+        {"8B q_o m8 sc4 s4", 4096, 4096, 8, 4, 4, 0, false},
+        {"8B q_o m16 sc2 s4 xw6", 4096, 4096, 16, 2, 4, 6, false},
         {"70B k_v m16 sc4 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
+        {"8B q_o m64 t4 s2 xw8", 4096, 4096, 64, 4, 2, 8, false, 4},
     });
   // "groups": the alone column for plans that split the tokens over
   // CTAs (grid.z), beside the planner's, each output's largest difference
@@ -228,6 +235,11 @@ int main(int argc, char** argv) {
         {"70B k_v m32 s8 xw8", 1024, 8192, 32, 4, 8, 8, false},
         {"70B k_v m32 t2 s8", 1024, 8192, 32, 4, 8, 8, false, 2},
         {"70B k_v m32 t1 s4", 1024, 8192, 32, 4, 4, 8, false, 1},
+        {"8B q_o m64 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
+        {"8B q_o m64 t2 s1", 4096, 4096, 64, 4, 1, 8, false, 2},
+        {"8B q_o m64 t4 s2", 4096, 4096, 64, 4, 2, 8, false, 4},
+        {"8B q_o m32 s4 xw8", 4096, 4096, 32, 4, 4, 8, false},
+        {"8B q_o m32 t2 s2", 4096, 4096, 32, 4, 2, 8, false, 2},
         {"8B down m64 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
         {"8B down m64 t4 s2", 4096, 14336, 64, 4, 2, 8, false, 4},
         {"70B q_o m64 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
@@ -243,18 +255,25 @@ int main(int argc, char** argv) {
         {"70B q_o m64 t4 s1", 8192, 8192, 64, 4, 1, 8, false, 4},
         {"8B down m64 t4 s2", 4096, 14336, 64, 4, 2, 8, false, 4},
         {"8B down m64 t2 s1", 4096, 14336, 64, 4, 1, 8, false, 2},
+        {"8B q_o m64 t4 s2", 4096, 4096, 64, 4, 2, 8, false, 4},
+        {"8B q_o m64 t2 s1", 4096, 4096, 64, 4, 1, 8, false, 2},
         {"70B down m64 t4 s1", 8192, 28672, 64, 4, 1, 8, false, 4},
         {"70B k_v m64 t4 s8", 1024, 8192, 64, 4, 8, 0, false, 4},
         {"70B k_v m64 t2 s4", 1024, 8192, 64, 4, 4, 0, false, 2},
         {"8B k_v m64 t2 s4", 1024, 4096, 64, 4, 4, 0, false, 2},
         {"70B q_o m32 t2 s1", 8192, 8192, 32, 4, 1, 8, false, 2},
+        {"8B down m32 t2 s2", 4096, 14336, 32, 4, 2, 8, false, 2},
         {"70B k_v m32 t2 s8", 1024, 8192, 32, 4, 8, 0, false, 2},
+        {"8B q_o m32 t2 s2", 4096, 4096, 32, 4, 2, 8, false, 2},
         {"8B gate_up m64 t4 s1", 14336, 4096, 64, 4, 1, 8, false, 4},
         {"8B gate_up m32 t2 s1", 14336, 4096, 32, 4, 1, 8, false, 2},
         {"70B gate_up m64 t4 s1", 28672, 8192, 64, 4, 1, 8, false, 4},
         {"8B down m64 t4 s4", 4096, 14336, 64, 4, 4, 8, false, 4},
         {"8B k_v m64 t4 s8", 1024, 4096, 64, 4, 8, 0, false, 4},
         {"8B k_v m64 t4 s4", 1024, 4096, 64, 4, 4, 0, false, 4},
+        {"8B q_o m16 sc2 s4 xw6", 4096, 4096, 16, 2, 4, 6, false},
+        {"8B q_o m16 t1 s2", 4096, 4096, 16, 4, 2, 8, false, 1},
+        {"8B q_o m16 t1 s1", 4096, 4096, 16, 4, 1, 8, false, 1},
         {"70B k_v m16 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
         {"70B k_v m16 t1 s8", 1024, 8192, 16, 4, 8, 0, false, 1},
         {"8B k_v m16 s8", 1024, 4096, 16, 4, 8, 0, false},
@@ -263,23 +282,61 @@ int main(int argc, char** argv) {
         {"8B down m16 t1 s2", 4096, 14336, 16, 4, 2, 8, false, 1},
         {"70B q_o m16 s2 xw8", 8192, 8192, 16, 4, 2, 8, false},
         {"70B q_o m16 t1 s1", 8192, 8192, 16, 4, 1, 8, false, 1},
+        {"8B q_o m8 sc4 s4", 4096, 4096, 8, 4, 4, 0, false},
         {"70B k_v m8 sc4 s16", 1024, 8192, 8, 4, 16, 0, false},
     };
-  // "pairs": 64-row CTAs (rb 2) with the last slice's sum and with the
-  // pair sum (two slices as clusters of (1, 2, 1), sums pushed through
-  // shared memory), beside the planner's 128-row plans; each output's hash
-  // and largest difference from its group's first plan, which has the
-  // same slices as the pair plans after it (so they must be identical).
+  // "pairs": 64-row CTAs (rb 2, " r64") and the pair sum (two slices
+  // as clusters of (1, 2, 1), slice 1's sums pushed into slice 0's shared
+  // memory) beside 128-row plans with tickets; each output's largest
+  // difference from its group's first plan (the same token count and
+  // shape), with "identical" where the bits are the same (a pair must
+  // match the ticket sum over the same two slices).
   const bool pairs = argc > 1 && strcmp(argv[1], "pairs") == 0;
   if (pairs)
     plans = {
+        {"8B q_o m1 s2", 4096, 4096, 1, 4, 2, 0, false},
+        {"8B q_o m1 s4 xw8", 4096, 4096, 1, 4, 4, 8, false},
+        {"8B q_o m1 r64 s2", 4096, 4096, 1, 4, 2, 0, false, 0, 2},
+        {"8B q_o m1 r64 s2 pair", 4096, 4096, 1, 4, 2, 0, false, 0, 2, true},
+        {"8B q_o m1 r64 s2 pair sc2", 4096, 4096, 1, 2, 2, 0, false, 0, 2, true},
+        {"8B q_o m8 s4", 4096, 4096, 8, 4, 4, 0, false},
+        {"8B q_o m8 r64 s2 pair", 4096, 4096, 8, 4, 2, 0, false, 0, 2, true},
+        {"8B q_o m8 r64 s2 pair sc2", 4096, 4096, 8, 2, 2, 0, false, 0, 2, true},
+        {"8B q_o m16 s2", 4096, 4096, 16, 4, 2, 0, false},
+        {"8B q_o m16 s4", 4096, 4096, 16, 4, 4, 0, false},
+        {"8B q_o m16 r64 s2", 4096, 4096, 16, 4, 2, 0, false, 0, 2},
+        {"8B q_o m16 r64 s2 pair", 4096, 4096, 16, 4, 2, 0, false, 0, 2, true},
+        {"8B q_o m16 r64 s2 pair xw8", 4096, 4096, 16, 4, 2, 8, false, 0, 2, true},
+        {"8B q_o m16 r64 s2 pair sc2", 4096, 4096, 16, 2, 2, 0, false, 0, 2, true},
+        {"8B q_o m32 s2 xw8", 4096, 4096, 32, 4, 2, 8, false},
+        {"8B q_o m32 s4 xw8", 4096, 4096, 32, 4, 4, 8, false},
+        {"8B q_o m32 r64 s2 pair xw8", 4096, 4096, 32, 4, 2, 8, false, 0, 2, true},
+        {"8B q_o m32 r64 s2 pair sc2 xw8", 4096, 4096, 32, 2, 2, 8, false, 0, 2, true},
+        {"8B q_o m64 s2 xw6", 4096, 4096, 64, 2, 2, 6, false},
+        {"8B q_o m64 sc2 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
+        {"8B q_o m64 r64 s2 pair xw6", 4096, 4096, 64, 2, 2, 6, false, 0, 2, true},
+        {"8B q_o m64 r64 s2 pair xw8", 4096, 4096, 64, 2, 2, 8, false, 0, 2, true},
+        {"8B q_o m64 r64 s2 pair sc4 xw4", 4096, 4096, 64, 4, 2, 4, false, 0, 2, true},
+        {"8B down m1 s4", 4096, 14336, 1, 4, 4, 0, false},
+        {"8B down m1 r64 s2 pair", 4096, 14336, 1, 4, 2, 0, false, 0, 2, true},
+        {"8B down m16 s2 xw8", 4096, 14336, 16, 4, 2, 8, false},
+        {"8B down m16 s4 xw8", 4096, 14336, 16, 4, 4, 8, false},
+        {"8B down m16 r64 s2 pair xw8", 4096, 14336, 16, 4, 2, 8, false, 0, 2, true},
+        {"8B down m32 s4 xw8", 4096, 14336, 32, 4, 4, 8, false},
+        {"8B down m32 r64 s2 pair xw8", 4096, 14336, 32, 4, 2, 8, false, 0, 2, true},
+        {"8B down m64 s2 xw6", 4096, 14336, 64, 2, 2, 6, false},
+        {"8B down m64 sc2 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
+        {"8B down m64 r64 s2 pair xw6", 4096, 14336, 64, 2, 2, 6, false, 0, 2, true},
         {"70B q_o m1 s2", 8192, 8192, 1, 4, 2, 0, false},
         {"70B q_o m1 s1 xw8", 8192, 8192, 1, 4, 1, 8, false},
         {"70B q_o m1 s2 pair", 8192, 8192, 1, 4, 2, 0, false, 0, 4, true},
         {"70B q_o m16 s2 xw8", 8192, 8192, 16, 4, 2, 8, false},
         {"70B q_o m16 s1 xw8", 8192, 8192, 16, 4, 1, 8, false},
+        {"70B q_o m16 r64 s1 xw8", 8192, 8192, 16, 4, 1, 8, false, 0, 2},
         {"70B q_o m16 s2 pair xw8", 8192, 8192, 16, 4, 2, 8, false, 0, 4, true},
         {"70B q_o m64 sc2 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
+        {"70B q_o m64 s1 xw6", 8192, 8192, 64, 2, 1, 6, false},
+        {"70B q_o m64 r64 s1 xw6", 8192, 8192, 64, 2, 1, 6, false, 0, 2},
         {"70B q_o m64 sc2 s2 pair xw6", 8192, 8192, 64, 2, 2, 6, false, 0, 4, true},
         {"70B q_o m64 t4 s1", 8192, 8192, 64, 4, 1, 8, false, 4},
         {"70B down m1 s2", 8192, 28672, 1, 4, 2, 8, false},
@@ -288,10 +345,16 @@ int main(int argc, char** argv) {
         {"70B down m16 s2 pair xw8", 8192, 28672, 16, 4, 2, 8, false, 0, 4, true},
         {"70B down m64 sc2 s2 xw6", 8192, 28672, 64, 2, 2, 6, false},
         {"70B down m64 sc2 s2 pair xw6", 8192, 28672, 64, 2, 2, 6, false, 0, 4, true},
-        {"8B q_o m64 r64 s2 pair sc4 xw4", 4096, 4096, 64, 4, 2, 4, false, 0, 2, true},
+        {"8B gate_up m64 s1 xw6", 14336, 4096, 64, 2, 1, 6, false},
+        {"8B gate_up m64 r64 s1 xw6", 14336, 4096, 64, 2, 1, 6, false, 0, 2},
         {"8B k_v m1 s10", 1024, 4096, 1, 4, 10, 0, false},
         {"8B k_v m1 r64 s8", 1024, 4096, 1, 4, 8, 0, false, 0, 2},
         {"8B k_v m1 r64 s4", 1024, 4096, 1, 4, 4, 0, false, 0, 2},
+        {"70B k_v m1 s8", 1024, 8192, 1, 4, 8, 0, false},
+        {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},
+        {"70B k_v m1 r64 s8", 1024, 8192, 1, 4, 8, 0, false, 0, 2},
+        {"70B k_v m16 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
+        {"70B k_v m16 r64 s8 xw8", 1024, 8192, 16, 4, 8, 8, false, 0, 2},
     };
   if (windows)
     plans = {
@@ -303,6 +366,9 @@ int main(int argc, char** argv) {
         {"8B down m64 sc2 s4 xw6", 4096, 14336, 64, 2, 4, 6, false},
         {"8B down m64 sc4 s4 xw4", 4096, 14336, 64, 4, 4, 4, false},
         {"8B down m64 sc2 s4 xw8", 4096, 14336, 64, 2, 4, 8, false},
+        {"8B q_o m64 sc2 s4 xw6", 4096, 4096, 64, 2, 4, 6, false},
+        {"8B q_o m64 sc4 s4 xw4", 4096, 4096, 64, 4, 4, 4, false},
+        {"8B q_o m64 sc2 s4 xw8", 4096, 4096, 64, 2, 4, 8, false},
         {"70B q_o m64 sc2 s2 xw6", 8192, 8192, 64, 2, 2, 6, false},
         {"70B q_o m64 sc4 s2 xw4", 8192, 8192, 64, 4, 2, 4, false},
         {"70B q_o m64 sc2 s2 xw8", 8192, 8192, 64, 2, 2, 8, false},
@@ -313,7 +379,7 @@ int main(int argc, char** argv) {
         {"70B gate_up m64 sc4 s1 xw4", 28672, 8192, 64, 4, 1, 4, false},
         {"70B gate_up m64 sc2 s1 xw8", 28672, 8192, 64, 2, 1, 8, false},
     };
-  std::vector<uint32_t> ref;  // windows: the outputs of the group's first plan
+  std::vector<uint32_t> ref;  // windows, pairs: the outputs of the group's first plan
   std::string refKey;         // pairs: the group of ref
   cublasLtHandle_t lt;
   LT(cublasLtCreate(&lt));
@@ -331,7 +397,7 @@ int main(int argc, char** argv) {
     const int ring = depth(p.sc) * (4 / p.rb);  // kernel_wg's ST
     const int smem = p.rb * ring * stage_bytes(p.sc) + 1024 + (windowed ? 2 : 1) * xcap * 8 * nt * 128 + 16 * ring +
                      (p.rb == 2 ? 2 * 512 * nt : 0) + (p.pair ? p.rb * (1024 * nt + 8) : 0);
-    const WgKernel fn = wg_kernel_rb(nt, p.sc, p.rb);
+    const WgKernel fn = wg_kernel_rb(nt, p.sc, p.rb, p.pair);
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     // Counters at 0, below the partial sums and (token groups) between them.
     CK(cudaMemset(w, 0, workBytes));
@@ -356,22 +422,16 @@ int main(int argc, char** argv) {
         at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         at[na++].val.programmaticStreamSerializationAllowed = 1;
       }
-      if (cluster) {
+      if (cluster || p.pair) {
         at[na].id = cudaLaunchAttributeClusterDimension;
         at[na].val.clusterDim.x = 1;
-        at[na].val.clusterDim.y = 1;
-        at[na++].val.clusterDim.z = grid.z;
-      }
-      if (p.pair) {
-        at[na].id = cudaLaunchAttributeClusterDimension;
-        at[na].val.clusterDim.x = 1;
-        at[na].val.clusterDim.y = 2;
-        at[na++].val.clusterDim.z = 1;
+        at[na].val.clusterDim.y = p.pair ? 2 : 1;
+        at[na++].val.clusterDim.z = p.pair ? 1 : grid.z;
       }
       cfg.attrs = at;
       cfg.numAttrs = na;
       CK(cudaLaunchKernelEx(&cfg, fn, ys[i], (const uint16_t*)x, (const uint16_t*)pack[i % kRot],
-                            (const uint32_t*)meta[i % kRot], work, p.m, p.n, p.k, p.xwin, p.pair ? 2 : p.coop ? 1 : 0));
+                            (const uint32_t*)meta[i % kRot], work, p.m, p.n, p.k, p.xwin, p.coop ? 1 : 0));
     };
     Dense dense(lt, ws, wsBytes, p.m, p.n, p.k);
     // graph captures kSteps steps: writer 0 none, 1 plain, 2 triggering;
