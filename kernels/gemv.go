@@ -25,7 +25,11 @@ import (
 // them; and its launches may split the tokens into groups of 8·tiles, one
 // per grid.z, each with its own slices (token groups: fewer partial sums
 // at 64 tokens, the weight read from L2 once per group), two groups
-// launched as thread-block clusters so that they run side by side.
+// launched as thread-block clusters so that they run side by side. Its
+// launches of two slices run as pairs, each two CTAs of a row group one
+// cluster, the second pushing its sums into the first's shared memory
+// (the same bits as the last slice's sum, which is the fallback where
+// the driver refuses the clusters); and its CTAs hold 128 rows or 64.
 // planGemv (gemvplan.go) chooses the launch; the candidates an engine
 // times add token-group plans from gemvGroupMinTokens.
 const (

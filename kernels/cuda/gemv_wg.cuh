@@ -58,12 +58,25 @@
 // last slice of each row block to draw its ticket, or, in a cooperative
 // launch (every CTA resident at once), by all the slices together
 // (finish_coop): from 32 tokens the last slice's sum costs an L2 round trip
-// per slice or two, the shared one about two in all.
+// per slice or two, the shared one about two in all. Two slices can run
+// as a pair instead (finish_pair, kernel_wg's PAIR): each two CTAs of a
+// row group are one cluster and the second pushes its sums into the
+// first's shared memory, with no trip through L2 at all (the ticket sum
+// cost 1.3-1.8 µs a call: kernels/notes.md, session 9).
+//
+// CTAs of 64 rows (kernel_wg's RB = 2) hold two row blocks instead of
+// four: the two warps of a block share its ring and each multiplies one
+// 16-row half, one wgmma per k-tile, so that the same slices make twice
+// the CTAs (8B q/o: two slices of 64 CTAs fill 128 SMs, where 128-row
+// CTAs needed four slices). At the end the half-1 warp hands its rows to
+// the half-0 warp through shared memory, and the rest is the 128-row
+// form's.
 //
 // Requirements (checked by the Go caller): those of gemv.cuh with
 // blockDim.x = 160 (4 consumer warps and the producer), kw = 1, xwin a
 // multiple of SC (or 0), and the dynamic shared memory documented at the
-// entry points (sfsurgery_sm90a.cu).
+// entry points (sfsurgery_sm90a.cu); for a pair, gridDim.y = 2, no token
+// groups, and a launch in clusters of (1, 2, 1).
 #pragma once
 
 #include "gemv.cuh"
