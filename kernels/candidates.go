@@ -73,7 +73,10 @@ func (d *Device) CublasLtVersion() (int, string) {
 // "decode sc4 w4 kw1 s1 xw8": chunks per stage, warps per CTA and per row
 // block, slices of k, chunks per window of activations (0: staged whole),
 // and " wg" for the kernel's warpgroup form (wgmma.sp; H100 and H200
-// only), of which the model's picks hold at most half. From 33 tokens the
+// only), of which the model's picks hold at most half; " r64" marks that
+// form's CTAs of 64 rows and " pair" two slices summed in a cluster's
+// shared memory (a pair of 64-row CTAs, where one fills the GPU, comes
+// first: the plan SparseMatmul runs). From 33 tokens the
 // list ends with up to two plans of that form that split the tokens over
 // CTAs (" tok32": each CTA multiplies 32 of them, the weight read once per
 // group), which the model does not rank.

@@ -247,8 +247,8 @@ type gemvPlan struct {
 	// consumer warp each) or 2 (64 rows, a warp per 16-row half, twice the
 	// CTAs for the same slices). 0 for the mma.sp kernel (warps/kw).
 	rb int
-	// pair: two slices of the warpgroup form summed as a pair (mode 2 of
-	// cuda/gemv_wg.cuh): the two CTAs of a row group run as a cluster of
+	// pair: two slices of the warpgroup form summed as a pair (kernel_wg's
+	// PAIR in cuda/gemv_wg.cuh): the two CTAs of a row group run as a cluster of
 	// (1, 2, 1) and slice 1 pushes its sums into slice 0's shared memory,
 	// with the ticket sum's bits; no token groups.
 	pair bool
