@@ -133,10 +133,13 @@ func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
 		return md.cost(m, n, k, lim, p.sc, p.warps, p.kw, p.cps, p.xw)
 	}
 	xw := p.xw
-	if p.rb == 2 && (xw == 0 || xw > gemvWindow(p.sc, 1)) {
+	switch {
+	case p.rb == 2 && (xw == 0 || xw > gemvWindow(p.sc, 1)):
 		// 64-row CTAs staged whole or in wide windows: priced as the
-		// narrow window, as measured (gemvWideWindow).
+		// narrow window, as measured (gemvPairWindow).
 		xw = min(gemvWindow(p.sc, 1), p.cps)
+	case xw > gemvWindow(p.sc, 1):
+		xw = gemvWindow(p.sc, 1) // gemvWGWindowSC2's windows, likewise
 	}
 	c := md.wg.costSmem(m, n, k, lim, p.sc, p.warps, p.blocks(), p.kw, p.cps, xw, p.smem, p.pair)
 	if p.coop {
@@ -790,7 +793,7 @@ func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOpti
 		case windowed:
 			xw = gemvWindow(sc, kw)
 			if rb == 2 && o.rows != 64 {
-				if xw = gemvWideWindow(tiles, sc, lim); xw < gemvWindow(sc, kw) {
+				if xw = gemvPairWindow(tiles, sc, lim); xw < gemvWindow(sc, kw) {
 					continue
 				}
 			}
@@ -802,6 +805,9 @@ func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOpti
 			// rounded down to a multiple of sc.
 			fit := (lim.smem - gemvSmemWG(tiles, sc, 0, 0, rb, false)) / (8 * tiles * 128)
 			maxCPS = min(fit/sc*sc, chunks)
+			if rb == 2 && o.rows != 64 {
+				maxCPS = min(maxCPS, gemvPairMaxWindow) // longer slices in windows
+			}
 		default:
 			ring := w * gemvDepth(sc) * gemvStageBytes(sc)
 			maxCPS = min(((lim.smem-ring)/(4*(m+1))-gemvPadWords)/gemvChunkWords, chunks)
@@ -841,6 +847,10 @@ func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOpti
 			if o.pair == 1 && !p.pair || rb == 2 && o.rows != 64 && !gemvPairRows(p, n, lim) {
 				continue
 			}
+			widen := windowed && wg && rb == gemvWgWarps && sc == 2 && o.window == 0
+			if widen {
+				p = p.widened(m, lim)
+			}
 			p.smem = p.sharedBytes(m)
 			if o.coop != 1 {
 				all = append(all, rated{p: p, cost: md.rate(mc, n, k, lim, p)})
@@ -850,6 +860,9 @@ func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOpti
 			if wg && rb == gemvWgWarps && o.coop != -1 && o.pair != 1 && groups == 0 && s > 1 && m >= gemvCoopMinTokens &&
 				ceilDiv(n/32, gemvWgWarps)*s <= lim.sms {
 				p.coop, p.pair = true, false
+				if widen {
+					p = p.widened(m, lim)
+				}
 				p.smem = p.sharedBytes(m)
 				all = append(all, rated{p: p, cost: md.rate(m, n, k, lim, p)})
 			}
@@ -860,12 +873,7 @@ func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOpti
 
 // gemvWideWindow returns the widest window of activations (a multiple of
 // sc chunks) that a pair of 64-row CTAs holds in lim's shared memory, or
-// 0. Such a pair runs its activations staged whole or in the widest
-// windows: fewer window switches measured faster there, and staging whole
-// cost no more than a window of gemvWindow's width (H100, `pdl_probe
-// pairs`, µs: 8B q/o at 16 tokens 10.3 whole against 11.2 in windows of
-// 8; at 64 tokens 11.5 in windows of 8 against 12.2 in windows of 6), so
-// the model prices it as such a window (rate).
+// 0.
 func gemvWideWindow(tiles, sc int, lim gemvLimits) int {
 	xw := 0
 	for w := sc; gemvSmemWG(tiles, sc, 0, w, 2, true) <= lim.smem; w += sc {
@@ -874,12 +882,57 @@ func gemvWideWindow(tiles, sc int, lim gemvLimits) int {
 	return xw
 }
 
+// gemvPairMaxWindow is the widest window of activations, in chunks, that a
+// pair of 64-row CTAs runs unforced.
+const gemvPairMaxWindow = 16
+
+// gemvPairWindow returns the window of activations, in chunks, of a pair
+// of 64-row CTAs: gemvPairMaxWindow, or the widest that fits if narrower
+// (gemvWideWindow); a slice of at most that many chunks is staged whole.
+// Fewer window switches ran faster, up to 16 chunks; beyond that the
+// first window, which the consumers stage before their first product,
+// cost more than the switches it saved (H100, `pdl_probe pairwin`, µs,
+// 8B down: at 8 tokens 25.9 in windows of 16 or 36, 26.4 staged whole;
+// at 16 tokens 27.9 / 26.3 / 26.3 / 26.5 / 27.5 in windows of 8 / 12 /
+// 16 / 24 / 36; at 32 tokens 31.1 / 28.8 / 27.1 / 27.0 in windows of 6 /
+// 8 / 12 / 16; at 64 tokens 32.6 / 30.3 in windows of 6 / 8, the widest
+// that fit; 8B q/o at 16 tokens 10.1 whole or in windows of 16, 10.2 in
+// windows of 8, at 32 tokens 10.4 / 10.5 in windows of 12 / 16). The
+// model prices such a window as one of gemvWindow's width (rate).
+func gemvPairWindow(tiles, sc int, lim gemvLimits) int {
+	return min(gemvPairMaxWindow/sc*sc, gemvWideWindow(tiles, sc, lim))
+}
+
+// gemvWGWindowSC2 is the window of activations, in chunks, of the
+// warpgroup form's 128-row CTAs in 2-chunk stages where their buffers fit
+// (else gemvWindow's 6), priced by the model as gemvWindow's. Measured
+// (H100, `pdl_probe win128`, µs, windows of 6 / 8 at 64 tokens): 8B
+// gate/up 29.0 / 28.65, 70B gate/up 103.7 / 100.9; a pair of 64-row CTAs
+// gains the same way (gemvPairWindow). In 4-chunk stages gemvWindow's 8
+// ran fastest (8B gate/up at 16 tokens 26.2 against 26.4 in windows of
+// 16, at 32 tokens 26.6 against 27.2 in windows of 12; 70B q/o and down
+// within 0.5%).
+const gemvWGWindowSC2 = 8
+
+// widened returns p, a windowed plan of 128-row CTAs in 2-chunk stages,
+// in windows of gemvWGWindowSC2 chunks where its slice is longer and its
+// buffers fit in lim's shared memory for m tokens, else in gemvWindow's.
+func (p gemvPlan) widened(m int, lim gemvLimits) gemvPlan {
+	p.xw = gemvWindow(p.sc, 1)
+	if wide := p; p.cps > gemvWGWindowSC2 {
+		wide.xw = gemvWGWindowSC2
+		if wide.sharedBytes(m) <= lim.smem {
+			return wide
+		}
+	}
+	return p
+}
+
 // gemvPairRows reports whether planGemv weighs p, of 64-row CTAs, unforced:
 // only as a pair whose grid is one wave over at least half the SMs (n of
 // 2112-4224 rows on an H100), where 128-row CTAs leave SMs idle, in
-// 2-chunk stages (plansCTA), staged whole or in the widest windows
-// (gemvWideWindow). Measured against the best 128-row plan (H100,
-// `pdl_probe pairs`; kernels/notes.md, session 10): 8B q/o 6-23% faster at
+// 2-chunk stages (plansCTA), in windows of gemvPairWindow chunks.
+// Measured against the best 128-row plan (H100, `pdl_probe pairs`; kernels/notes.md, session 10): 8B q/o 6-23% faster at
 // every token count; 8B down 3% faster at 1 token, 1.5% slower at 16, even
 // at 32, 2% faster at 64. With one slice (70B q/o: 30.8 against 30.3 µs
 // at 16 tokens; 8B gate/up: 224 CTAs in two waves, 36.2 against 29.1 at

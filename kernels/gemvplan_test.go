@@ -413,7 +413,7 @@ func TestGemvGroupCandidates(t *testing.T) {
 		{32, 1024, 4096, nil, []string{"decode sc4 w4 kw1 s8 xw0 wg tok16 cl2"}}, // one group of 32
 		{17, 8192, 8192, nil, []string{"decode sc4 w4 kw1 s1 xw8 wg tok16 cl2"}},
 		{16, 1024, 4096, nil, []string{"decode sc4 w4 kw1 s8 xw0 wg tok8 cl2"}},
-		{9, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw0 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}},
+		{9, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw16 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}},
 		{8, 1024, 4096, nil, nil},
 	} {
 		ps, err := gemvCandidates(c.m, c.n, c.k, lim, gemvOptions{}, gemvMaxCandidates)
@@ -542,8 +542,9 @@ func TestPlanGemvWarpgroup(t *testing.T) {
 // TestGemvPairRows checks where planGemv leads with a pair of 64-row CTAs
 // on an sm_90a device: for the 4096-row Llama-3-8B shapes (q/o and down,
 // 128 CTAs) at every token count, as two slices in 2-chunk stages with
-// the activations staged whole where they fit, else in the widest windows
-// that fit (never narrower than gemvWindow's), priced by the model as
+// the activations in windows of gemvPairMaxWindow chunks, or the widest
+// that fit where narrower (never narrower than gemvWindow's), staged whole
+// only where the slice is no longer than a window, priced by the model as
 // gemvWindow's windows; and nowhere else: not for 8192 rows (256 CTAs, two
 // waves), 1024 (32 CTAs) or 14336, and never without the warpgroup form.
 func TestGemvPairRows(t *testing.T) {
@@ -574,15 +575,21 @@ func TestGemvPairRows(t *testing.T) {
 					continue
 				}
 				tiles := gemvTiles(m)
-				whole := gemvSmemWG(tiles, 2, ceilDiv(s.k/gemvChunk, 2), 0, 2, true) <= lim.smem
-				wide := gemvWideWindow(tiles, 2, lim)
+				cps := ceilDiv(s.k/gemvChunk, 2)
+				// The window: 16 chunks, or the widest that fits (checked
+				// by growing it), staged whole for a slice within it.
+				win := 0
+				for w := 2; w <= gemvPairMaxWindow && gemvSmemWG(tiles, 2, 0, w, 2, true) <= lim.smem; w += 2 {
+					win = w
+				}
+				whole := cps <= win
 				switch {
 				case p.rb != 2 || !p.pair || p.sc != 2 || p.splits != 2 || p.groups != 0 || p.smem > lim.smem:
 					t.Errorf("%s: planGemv %v, want a pair of 64-row CTAs", name, p)
-				case whole && p.xw != 0, !whole && p.xw != wide:
-					t.Errorf("%s: windows of %d chunks (staged whole fits: %v; widest window %d)", name, p.xw, whole, wide)
-				case p.xw != 0 && (p.xw < gemvWindow(2, 1) || gemvSmemWG(tiles, 2, 0, p.xw+2, 2, true) <= lim.smem):
-					t.Errorf("%s: windows of %d chunks are not the widest that fit", name, p.xw)
+				case whole && p.xw != 0, !whole && p.xw != win:
+					t.Errorf("%s: windows of %d chunks (slice %d chunks; window %d)", name, p.xw, cps, win)
+				case p.xw != 0 && p.xw < gemvWindow(2, 1):
+					t.Errorf("%s: windows of %d chunks are narrower than gemvWindow's", name, p.xw)
 				}
 				narrow := p
 				narrow.xw = gemvWindow(2, 1)
@@ -591,5 +598,51 @@ func TestGemvPairRows(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestGemvWGWindowSC2 checks the windows of the warpgroup form's 128-row
+// CTAs in 2-chunk stages among every candidate for the Llama-3 shapes:
+// gemvWGWindowSC2 chunks where the plan's buffers fit with them and its
+// slice is longer, else gemvWindow's; priced as gemvWindow's either way.
+func TestGemvWGWindowSC2(t *testing.T) {
+	md := defaultGemvModel()
+	lim := wgLimits()
+	narrow := gemvWindow(2, 1)
+	seen := 0
+	for _, s := range []struct{ n, k int }{{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336},
+		{8192, 8192}, {1024, 8192}, {28672, 8192}, {8192, 28672}} {
+		for _, m := range []int{1, 8, 16, 32, 33, 64} {
+			ps, err := gemvCandidates(m, s.n, s.k, lim, gemvOptions{}, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				if !p.wg || p.rb != gemvWgWarps || p.sc != 2 || p.xw == 0 {
+					continue
+				}
+				seen++
+				wide := p
+				wide.xw = gemvWGWindowSC2
+				want := narrow
+				if p.cps > gemvWGWindowSC2 && wide.sharedBytes(m) <= lim.smem {
+					want = gemvWGWindowSC2
+				}
+				if p.xw != want {
+					t.Errorf("%dx%d m=%d: %v in windows of %d chunks, want %d", s.n, s.k, m, p, p.xw, want)
+				}
+				if p.smem != p.sharedBytes(m) || p.smem > lim.smem {
+					t.Errorf("%dx%d m=%d: %v: %d bytes of shared memory, needs %d of %d", s.n, s.k, m, p, p.smem, p.sharedBytes(m), lim.smem)
+				}
+				priced := p
+				priced.xw = narrow
+				if got, want := md.rate(m, s.n, s.k, lim, p), md.rate(m, s.n, s.k, lim, priced); got != want {
+					t.Errorf("%dx%d m=%d: %v rated %d, want %d (as in windows of %d)", s.n, s.k, m, p, got, want, narrow)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no 2-chunk 128-row plans in windows among the candidates")
 	}
 }

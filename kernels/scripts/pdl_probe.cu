@@ -33,7 +33,9 @@
 // of gemv_wg.cuh, -DGEMV_WG_CUH=..., compare bit for bit), "windows"
 // window sizes at 64 tokens, "groups" token groups beside the planner's
 // plans, "clusters" token groups launched as clusters, "pairs" 64-row CTAs
-// and the pair sum, "trace" per-CTA timelines of one launch.
+// and the pair sum, "pairwin" a pair's window widths, "win128" 128-row
+// CTAs' window widths, "kvtime" k/v's grids, "trace" per-CTA timelines of
+// one launch ("kvtrace" of k/v's grids and two pairs).
 //
 // Not part of the product or its tests.
 #include <cmath>
@@ -146,7 +148,7 @@ int main(int argc, char** argv) {
   // copy; per trace point (0 entry, 1 activations staged, 2 first stage
   // landed, 3 loop done, 4 partial sums stored, 5 sum done) the min /
   // median / max over CTAs in µs after the first CTA's entry.
-  const bool trace = argc > 1 && strcmp(argv[1], "trace") == 0;
+  const bool trace = argc > 1 && (strcmp(argv[1], "trace") == 0 || strcmp(argv[1], "kvtrace") == 0);
   const size_t maxPack = 28672ull * 8192;  // bytes of packed values of the largest shape (70B gate_up)
   Busy busy = make_busy(256 << 20);
   std::vector<uint16_t*> pack;
@@ -291,8 +293,82 @@ int main(int argc, char** argv) {
   // difference from its group's first plan (the same token count and
   // shape), with "identical" where the bits are the same (a pair must
   // match the ticket sum over the same two slices).
-  const bool pairs = argc > 1 && strcmp(argv[1], "pairs") == 0;
-  if (pairs)
+  const bool pairs = argc > 1 && (strcmp(argv[1], "pairs") == 0 || strcmp(argv[1], "pairwin") == 0 ||
+                                  strcmp(argv[1], "win128") == 0 || strcmp(argv[1], "kvtime") == 0);
+  if (argc > 1 && strcmp(argv[1], "kvtrace") == 0)
+    plans = {
+        {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},
+        {"70B k_v m1 sc2 s16", 1024, 8192, 1, 2, 16, 0, false},
+        {"70B k_v m1 r64 s8", 1024, 8192, 1, 4, 8, 0, false, 0, 2},
+        {"70B k_v m1 r64 sc2 s16", 1024, 8192, 1, 2, 16, 0, false, 0, 2},
+        {"70B k_v m1 s1", 1024, 8192, 1, 4, 1, 0, false},
+        {"8B q_o m1 r64 s2 pair", 4096, 4096, 1, 2, 2, 0, false, 0, 2, true},
+        {"8B q_o m64 r64 s2 pair xw8", 4096, 4096, 64, 2, 2, 8, false, 0, 2, true},
+    };
+  if (pairs && strcmp(argv[1], "win128") == 0)
+    plans = {
+        {"8B q_o m1 r64 s2 pair xw0", 4096, 4096, 1, 2, 2, 0, false, 0, 2, true},
+        {"8B q_o m1 r64 s2 pair xw16", 4096, 4096, 1, 2, 2, 16, false, 0, 2, true},
+        {"8B q_o m8 r64 s2 pair xw0", 4096, 4096, 8, 2, 2, 0, false, 0, 2, true},
+        {"8B q_o m8 r64 s2 pair xw16", 4096, 4096, 8, 2, 2, 16, false, 0, 2, true},
+        {"8B down m1 r64 s2 pair xw0", 4096, 14336, 1, 2, 2, 0, false, 0, 2, true},
+        {"8B down m1 r64 s2 pair xw16", 4096, 14336, 1, 2, 2, 16, false, 0, 2, true},
+        {"8B gate_up m1 s1 xw8", 14336, 4096, 1, 4, 1, 8, false},
+        {"8B gate_up m1 s1 xw16", 14336, 4096, 1, 4, 1, 16, false},
+        {"8B gate_up m1 s1 xw0", 14336, 4096, 1, 4, 1, 0, false},
+        {"8B gate_up m16 s1 xw8", 14336, 4096, 16, 4, 1, 8, false},
+        {"8B gate_up m16 s1 xw16", 14336, 4096, 16, 4, 1, 16, false},
+        {"8B gate_up m16 sc2 s1 xw16", 14336, 4096, 16, 2, 1, 16, false},
+        {"8B gate_up m32 s1 xw8", 14336, 4096, 32, 4, 1, 8, false},
+        {"8B gate_up m32 s1 xw12", 14336, 4096, 32, 4, 1, 12, false},
+        {"8B gate_up m32 sc2 s1 xw16", 14336, 4096, 32, 2, 1, 16, false},
+        {"8B gate_up m64 sc2 s1 xw6", 14336, 4096, 64, 2, 1, 6, false},
+        {"8B gate_up m64 sc2 s1 xw8", 14336, 4096, 64, 2, 1, 8, false},
+        {"70B q_o m16 s2 pair xw8", 8192, 8192, 16, 4, 2, 8, false, 0, 4, true},
+        {"70B q_o m16 s2 pair xw16", 8192, 8192, 16, 4, 2, 16, false, 0, 4, true},
+        {"70B q_o m16 sc2 s2 pair xw16", 8192, 8192, 16, 2, 2, 16, false, 0, 4, true},
+        {"70B q_o m32 s2 pair xw8", 8192, 8192, 32, 4, 2, 8, false, 0, 4, true},
+        {"70B q_o m32 s2 pair xw12", 8192, 8192, 32, 4, 2, 12, false, 0, 4, true},
+        {"70B q_o m32 sc2 s2 pair xw16", 8192, 8192, 32, 2, 2, 16, false, 0, 4, true},
+        {"70B q_o m64 t4 s1 xw8", 8192, 8192, 64, 4, 1, 8, false, 4},
+        {"70B q_o m64 sc2 t4 s1 xw16", 8192, 8192, 64, 2, 1, 16, false, 4},
+        {"70B q_o m64 sc2 t4 s1 xw8", 8192, 8192, 64, 2, 1, 8, false, 4},
+        {"70B gate_up m16 s1 xw8", 28672, 8192, 16, 4, 1, 8, false},
+        {"70B gate_up m16 s1 xw16", 28672, 8192, 16, 4, 1, 16, false},
+        {"70B gate_up m64 sc2 s1 xw6", 28672, 8192, 64, 2, 1, 6, false},
+        {"70B gate_up m64 sc2 s1 xw8", 28672, 8192, 64, 2, 1, 8, false},
+        {"70B down m16 s2 pair xw8", 8192, 28672, 16, 4, 2, 8, false, 0, 4, true},
+        {"70B down m16 s2 pair xw16", 8192, 28672, 16, 4, 2, 16, false, 0, 4, true},
+        {"70B down m32 s2 pair xw8", 8192, 28672, 32, 4, 2, 8, false, 0, 4, true},
+        {"70B down m32 sc2 s2 pair xw16", 8192, 28672, 32, 2, 2, 16, false, 0, 4, true},
+    };
+  else if (pairs && strcmp(argv[1], "pairwin") == 0)
+    plans = {
+        {"8B down m8 r64 s2 pair xw0", 4096, 14336, 8, 2, 2, 0, false, 0, 2, true},
+        {"8B down m8 r64 s2 pair xw16", 4096, 14336, 8, 2, 2, 16, false, 0, 2, true},
+        {"8B down m8 r64 s2 pair xw36", 4096, 14336, 8, 2, 2, 36, false, 0, 2, true},
+        {"8B down m16 r64 s2 pair xw8", 4096, 14336, 16, 2, 2, 8, false, 0, 2, true},
+        {"8B down m16 r64 s2 pair xw12", 4096, 14336, 16, 2, 2, 12, false, 0, 2, true},
+        {"8B down m16 r64 s2 pair xw16", 4096, 14336, 16, 2, 2, 16, false, 0, 2, true},
+        {"8B down m16 r64 s2 pair xw24", 4096, 14336, 16, 2, 2, 24, false, 0, 2, true},
+        {"8B down m16 r64 s2 pair xw36", 4096, 14336, 16, 2, 2, 36, false, 0, 2, true},
+        {"8B down m32 r64 s2 pair xw6", 4096, 14336, 32, 2, 2, 6, false, 0, 2, true},
+        {"8B down m32 r64 s2 pair xw8", 4096, 14336, 32, 2, 2, 8, false, 0, 2, true},
+        {"8B down m32 r64 s2 pair xw12", 4096, 14336, 32, 2, 2, 12, false, 0, 2, true},
+        {"8B down m32 r64 s2 pair xw16", 4096, 14336, 32, 2, 2, 16, false, 0, 2, true},
+        {"8B down m64 r64 s2 pair xw6", 4096, 14336, 64, 2, 2, 6, false, 0, 2, true},
+        {"8B down m64 r64 s2 pair xw8", 4096, 14336, 64, 2, 2, 8, false, 0, 2, true},
+        {"8B q_o m16 r64 s2 pair xw0", 4096, 4096, 16, 2, 2, 0, false, 0, 2, true},
+        {"8B q_o m16 r64 s2 pair xw8", 4096, 4096, 16, 2, 2, 8, false, 0, 2, true},
+        {"8B q_o m16 r64 s2 pair xw16", 4096, 4096, 16, 2, 2, 16, false, 0, 2, true},
+        {"8B q_o m32 r64 s2 pair xw6", 4096, 4096, 32, 2, 2, 6, false, 0, 2, true},
+        {"8B q_o m32 r64 s2 pair xw8", 4096, 4096, 32, 2, 2, 8, false, 0, 2, true},
+        {"8B q_o m32 r64 s2 pair xw12", 4096, 4096, 32, 2, 2, 12, false, 0, 2, true},
+        {"8B q_o m32 r64 s2 pair xw16", 4096, 4096, 32, 2, 2, 16, false, 0, 2, true},
+        {"8B q_o m64 r64 s2 pair xw6", 4096, 4096, 64, 2, 2, 6, false, 0, 2, true},
+        {"8B q_o m64 r64 s2 pair xw8", 4096, 4096, 64, 2, 2, 8, false, 0, 2, true},
+    };
+  else if (pairs)
     plans = {
         {"8B q_o m1 s2", 4096, 4096, 1, 4, 2, 0, false},
         {"8B q_o m1 s4 xw8", 4096, 4096, 1, 4, 4, 8, false},
@@ -355,6 +431,20 @@ int main(int argc, char** argv) {
         {"70B k_v m1 r64 s8", 1024, 8192, 1, 4, 8, 0, false, 0, 2},
         {"70B k_v m16 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
         {"70B k_v m16 r64 s8 xw8", 1024, 8192, 16, 4, 8, 8, false, 0, 2},
+    };
+  if (argc > 1 && strcmp(argv[1], "kvtime") == 0)
+    plans = {
+        {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},
+        {"70B k_v m1 sc2 s16", 1024, 8192, 1, 2, 16, 0, false},
+        {"70B k_v m1 s8", 1024, 8192, 1, 4, 8, 0, false},
+        {"70B k_v m1 r64 s8", 1024, 8192, 1, 4, 8, 0, false, 0, 2},
+        {"70B k_v m1 r64 sc2 s8", 1024, 8192, 1, 2, 8, 0, false, 0, 2},
+        {"70B k_v m1 r64 sc2 s16", 1024, 8192, 1, 2, 16, 0, false, 0, 2},
+        {"70B k_v m1 r64 sc2 s32", 1024, 8192, 1, 2, 32, 0, false, 0, 2},
+        {"70B k_v m1 sc2 s32", 1024, 8192, 1, 2, 32, 0, false},
+        {"8B k_v m1 s16", 1024, 4096, 1, 4, 16, 0, false},
+        {"8B k_v m1 r64 s8", 1024, 4096, 1, 4, 8, 0, false, 0, 2},
+        {"8B k_v m1 r64 sc2 s16", 1024, 4096, 1, 2, 16, 0, false, 0, 2},
     };
   if (windows)
     plans = {
@@ -422,7 +512,7 @@ int main(int argc, char** argv) {
         at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         at[na++].val.programmaticStreamSerializationAllowed = 1;
       }
-      if (cluster || p.pair) {
+      if (cluster || p.pair || pairs && grid.z == 2) {  // pairs: two token groups as in bench
         at[na].id = cudaLaunchAttributeClusterDimension;
         at[na].val.clusterDim.x = 1;
         at[na].val.clusterDim.y = p.pair ? 2 : 1;
