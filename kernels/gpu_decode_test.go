@@ -343,31 +343,51 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 // a multiple of 8, a last CTA with idle warps (n = 288), one and several
 // slices, one to eight warps per row block, activations staged whole and
 // in windows (k = 1600: 25 chunks, also with idle warps, which must keep
-// to the CTA's barriers). The
-// sanitizer runs use it.
+// to the CTA's barriers). The sanitizer runs use it; its subtests split
+// the choices by form (gemvChoiceForm), so that a sanitizer can take one.
 func TestGPUDecodeSmall(t *testing.T) {
 	d := openGPU(t)
-	rng := testRand(t)
-	for _, dt := range []DType{BF16, F16} {
-		for _, s := range []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}, {288, 1600}} {
-			w := newWeight(t, d, rng, dt, s.n, s.k)
-			xs := randDense(rng, dt, gemvMaxTokens*s.k)
-			x := upload16(t, d, xs)
-			cols := make([]int, s.n)
-			for i := range cols {
-				cols[i] = i
-			}
-			for _, m := range []int{1, 2, 5, 8, 9, 16, 17, 33, 64} {
-				ref := refColumns(dt, xs, w.dense, m, s.k, cols)
-				for _, c := range gemvChoices(m, s.k, d.fn.gemvLim) {
-					got := runSparse(t, d, dt, w, x, m, c)
-					checkClose(t, fmt.Sprintf("%v n%d k%d m%d %+v", dt, s.n, s.k, m, c), s.k, got, ref)
+	for _, form := range []string{"mma", "wg", "pair"} {
+		t.Run(form, func(t *testing.T) {
+			rng := testRand(t)
+			for _, dt := range []DType{BF16, F16} {
+				for _, s := range []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}, {288, 1600}} {
+					w := newWeight(t, d, rng, dt, s.n, s.k)
+					xs := randDense(rng, dt, gemvMaxTokens*s.k)
+					x := upload16(t, d, xs)
+					cols := make([]int, s.n)
+					for i := range cols {
+						cols[i] = i
+					}
+					for _, m := range []int{1, 2, 5, 8, 9, 16, 17, 33, 64} {
+						ref := refColumns(dt, xs, w.dense, m, s.k, cols)
+						for _, c := range gemvChoices(m, s.k, d.fn.gemvLim) {
+							if gemvChoiceForm(c.gemv) != form {
+								continue
+							}
+							got := runSparse(t, d, dt, w, x, m, c)
+							checkClose(t, fmt.Sprintf("%v n%d k%d m%d %+v", dt, s.n, s.k, m, c), s.k, got, ref)
+						}
+					}
+					freeAll(t, x)
+					w.free(t)
 				}
 			}
-			freeAll(t, x)
-			w.free(t)
-		}
+		})
 	}
+}
+
+// gemvChoiceForm names the form a choice of gemvChoices forces: "pair"
+// (64-row CTAs or the pair sum), "wg" (the rest of the warpgroup form) or
+// "mma" (the mma.sp kernel, and planGemv's own choice).
+func gemvChoiceForm(o gemvOptions) string {
+	switch {
+	case o.rows == 64 || o.pair == 1:
+		return "pair"
+	case o.wg == 1 || o.coop == 1 || o.tiles != 0 || o.rows != 0:
+		return "wg"
+	}
+	return "mma"
 }
 
 // TestGPUDecodeDeterministic checks the split-K launches of the decode
