@@ -344,14 +344,21 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 // slices, one to eight warps per row block, activations staged whole and
 // in windows (k = 1600: 25 chunks, also with idle warps, which must keep
 // to the CTA's barriers). The sanitizer runs use it; its subtests split
-// the choices by form (gemvChoiceForm), so that a sanitizer can take one.
+// the choices by form (gemvChoiceForm), so that a sanitizer can take one,
+// and -test.short keeps two shapes and three token counts (racecheck
+// takes over ten minutes for the pair's choices in full).
 func TestGPUDecodeSmall(t *testing.T) {
 	d := openGPU(t)
+	shapes := []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}, {288, 1600}}
+	tokens := []int{1, 2, 5, 8, 9, 16, 17, 33, 64}
+	if testing.Short() {
+		shapes, tokens = []struct{ n, k int }{{96, 192}, {288, 1600}}, []int{1, 17, 64}
+	}
 	for _, form := range []string{"mma", "wg", "pair"} {
 		t.Run(form, func(t *testing.T) {
 			rng := testRand(t)
 			for _, dt := range []DType{BF16, F16} {
-				for _, s := range []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}, {288, 1600}} {
+				for _, s := range shapes {
 					w := newWeight(t, d, rng, dt, s.n, s.k)
 					xs := randDense(rng, dt, gemvMaxTokens*s.k)
 					x := upload16(t, d, xs)
@@ -359,7 +366,7 @@ func TestGPUDecodeSmall(t *testing.T) {
 					for i := range cols {
 						cols[i] = i
 					}
-					for _, m := range []int{1, 2, 5, 8, 9, 16, 17, 33, 64} {
+					for _, m := range tokens {
 						ref := refColumns(dt, xs, w.dense, m, s.k, cols)
 						for _, c := range gemvChoices(m, s.k, d.fn.gemvLim) {
 							if gemvChoiceForm(c.gemv) != form {
