@@ -4,12 +4,12 @@
 // (kernels/notes.md, session 11).
 //
 // For cluster sizes 1, 2, 4, 8 and 16 (16 is non-portable) and dynamic
-// shared memory of 100, 150 and 200 KB, a kernel of 160 threads (the
+// shared memory of 50, 100, 150 and 200 KB, a kernel of 160 threads (the
 // warpgroup form's block) reports cudaOccupancyMaxActiveClusters; then a
-// grid of 128 CTAs in clusters of 8 along y (16 clusters, the grid of
-// 16 row blocks × 8 slices) is launched with 200 KB, each CTA spinning
-// 50 µs and recording its SM, start and end (globaltimer): one wave if
-// every start precedes every end. Build and run from the repository root:
+// grid of 128 CTAs (16 row blocks × 8 slices) in clusters of 8 and of 4
+// along y is launched with 200 and with 110 KB, each CTA spinning 50 µs
+// and recording its SM, start and end (globaltimer): one wave if every
+// start precedes every end. Build and run from the repository root:
 //
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/cl kernels/scripts/cluster_occupancy.cu && /tmp/cl
 //
@@ -52,6 +52,22 @@ __global__ void spin(uint64_t* out, uint64_t spin_ns) {
   }
 }
 
+// cluster_config returns a launch of grid CTAs of 160 threads with kb KB
+// of dynamic shared memory in clusters of (1, c, 1), its attribute in *at.
+static cudaLaunchConfig_t cluster_config(dim3 grid, int kb, int c, cudaLaunchAttribute* at) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(160, 1, 1);
+  cfg.dynamicSmemBytes = kb * 1024;
+  at->id = cudaLaunchAttributeClusterDimension;
+  at->val.clusterDim.x = 1;
+  at->val.clusterDim.y = c;
+  at->val.clusterDim.z = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 int main() {
   CK(cudaFuncSetAttribute(spin, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
   CK(cudaFuncSetAttribute(spin, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -63,17 +79,8 @@ int main() {
   for (int kb : {50, 100, 150, 200}) {
     printf("%8d", kb);
     for (int c : sizes) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(1, 128, 1);
-      cfg.blockDim = dim3(160, 1, 1);
-      cfg.dynamicSmemBytes = kb * 1024;
       cudaLaunchAttribute at;
-      at.id = cudaLaunchAttributeClusterDimension;
-      at.val.clusterDim.x = 1;
-      at.val.clusterDim.y = c;
-      at.val.clusterDim.z = 1;
-      cfg.attrs = &at;
-      cfg.numAttrs = 1;
+      const cudaLaunchConfig_t cfg = cluster_config(dim3(1, 128, 1), kb, c, &at);
       int n = -1;
       cudaError_t e = cudaOccupancyMaxActiveClusters(&n, spin, &cfg);
       if (e != cudaSuccess) {
@@ -85,22 +92,14 @@ int main() {
     }
     printf("\n");
   }
-  // One launch of 16 row blocks × 8 slices in clusters of (1, 8, 1).
+  // One launch of 16 row blocks × 8 slices in clusters of (1, 8, 1) and
+  // (1, 4, 1), with 200 and 110 KB.
   for (int kb : {200, 110}) for (int c : {8, 4}) {
     const int gx = 16, gy = 8, n = gx * gy;
     uint64_t* d;
     CK(cudaMalloc(&d, 3 * n * sizeof(uint64_t)));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(gx, gy, 1);
-    cfg.blockDim = dim3(160, 1, 1);
-    cfg.dynamicSmemBytes = kb * 1024;
     cudaLaunchAttribute at;
-    at.id = cudaLaunchAttributeClusterDimension;
-    at.val.clusterDim.x = 1;
-    at.val.clusterDim.y = c;
-    at.val.clusterDim.z = 1;
-    cfg.attrs = &at;
-    cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = cluster_config(dim3(gx, gy, 1), kb, c, &at);
     CK(cudaLaunchKernelEx(&cfg, spin, d, (uint64_t)50000));
     CK(cudaDeviceSynchronize());
     std::vector<uint64_t> h(3 * n);
