@@ -918,13 +918,12 @@ const gemvWGWindowSC2 = 8
 // in windows of gemvWGWindowSC2 chunks where its slice is longer and its
 // buffers fit in lim's shared memory for m tokens, else in gemvWindow's.
 func (p gemvPlan) widened(m int, lim gemvLimits) gemvPlan {
-	p.xw = gemvWindow(p.sc, 1)
-	if wide := p; p.cps > gemvWGWindowSC2 {
-		wide.xw = gemvWGWindowSC2
-		if wide.sharedBytes(m) <= lim.smem {
-			return wide
-		}
+	wide := p
+	wide.xw = gemvWGWindowSC2
+	if p.cps > gemvWGWindowSC2 && wide.sharedBytes(m) <= lim.smem {
+		return wide
 	}
+	p.xw = gemvWindow(p.sc, 1)
 	return p
 }
 
@@ -932,9 +931,10 @@ func (p gemvPlan) widened(m int, lim gemvLimits) gemvPlan {
 // only as a pair whose grid is one wave over at least half the SMs (n of
 // 2112-4224 rows on an H100), where 128-row CTAs leave SMs idle, in
 // 2-chunk stages (plansCTA), in windows of gemvPairWindow chunks.
-// Measured against the best 128-row plan (H100, `pdl_probe pairs`; kernels/notes.md, session 10): 8B q/o 6-23% faster at
-// every token count; 8B down 3% faster at 1 token, 1.5% slower at 16, even
-// at 32, 2% faster at 64. With one slice (70B q/o: 30.8 against 30.3 µs
+// Measured against the best 128-row plan (H100, `pdl_probe pairs`;
+// kernels/notes.md, session 10): 8B q/o 6-23% faster at every token
+// count; 8B down 3% faster at 1 token, 1.5% slower at 16, even at 32, 2%
+// faster at 64 (in session 10's windows; session 11's are faster still). With one slice (70B q/o: 30.8 against 30.3 µs
 // at 16 tokens; 8B gate/up: 224 CTAs in two waves, 36.2 against 29.1 at
 // 64) and with more slices summed by tickets (70B k/v: even) they were no
 // faster; 4-chunk stages ran even with 2-chunk ones at 1-16 tokens and
