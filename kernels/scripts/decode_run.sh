@@ -14,7 +14,12 @@
 # kernels/scripts/decode_table.awk. "sweep": BenchmarkGPUDecodeSweep,
 # summarised by kernels/scripts/decode_sweep.awk. "ncu": Nsight Compute on
 # one decode launch (Llama-3-8B gate_up, m = $NCU_M, default 1). Logs land
-# in $OUT.
+# in $OUT. For "sanitize": SANITIZE_RUN replaces the tests' -test.run
+# pattern, SANITIZE_TEST adds test flags (-test.short: two shapes and
+# three token counts of TestGPUDecodeSmall) and SANITIZE_ARGS
+# compute-sanitizer's (--kernel-name kns=gemv_wg64_pair: check only those
+# kernels). A full racecheck did not finish in ten minutes in session 11
+# (kernels/notes.md).
 set -uo pipefail
 OUT=${OUT:?set OUT}
 fresh=0 tests=0 sanitize=0 bench=0 sweep=0 ncu=0
@@ -102,7 +107,9 @@ fi
 if [[ $sanitize == 1 ]]; then
 	for tool in memcheck racecheck; do
 		note "compute-sanitizer $tool"
-		(cd kernels && compute-sanitizer --tool $tool --error-exitcode 3 "$bin" -test.run 'TestGPUDecode(Small|Degenerate|Deterministic)' \
+		# shellcheck disable=SC2086 # SANITIZE_ARGS and SANITIZE_TEST are word lists
+		(cd kernels && compute-sanitizer --tool $tool --error-exitcode 3 ${SANITIZE_ARGS:-} "$bin" \
+			-test.run "${SANITIZE_RUN:-TestGPUDecode(Small|Degenerate|Deterministic)}" ${SANITIZE_TEST:-} \
 			-test.count=1) >/tmp/$tool.log 2>&1 || status=1
 		tail -3 /tmp/$tool.log
 		tail -200 /tmp/$tool.log >>"$OUT/sanitize.log"
