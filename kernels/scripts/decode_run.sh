@@ -9,17 +9,14 @@
 # instruction counts of the decode kernels (both forms). "fresh": everything below runs
 # against the fresh PTX (through SFSURGERY_TEST_PTX) instead of the
 # embedded one. "tests": the decode kernel's tests, $TESTS; "quick": only
-# its small ones. "sanitize": compute-sanitizer memcheck and racecheck on
-# the small decode tests. "bench": BenchmarkGPUDecode, summarised by
+# its small ones. "sanitize": see below. "bench": BenchmarkGPUDecode, summarised by
 # kernels/scripts/decode_table.awk. "sweep": BenchmarkGPUDecodeSweep,
 # summarised by kernels/scripts/decode_sweep.awk. "ncu": Nsight Compute on
 # one decode launch (Llama-3-8B gate_up, m = $NCU_M, default 1). Logs land
-# in $OUT. For "sanitize": SANITIZE_RUN replaces the tests' -test.run
-# pattern, SANITIZE_TEST adds test flags (-test.short: two shapes and
-# three token counts of TestGPUDecodeSmall) and SANITIZE_ARGS
-# compute-sanitizer's (--kernel-name kns=gemv_wg64_pair: check only those
-# kernels). A full racecheck did not finish in ten minutes in session 11
-# (kernels/notes.md).
+# in $OUT. "sanitize": scripts/sanitize.sh (memcheck, synccheck, and
+# racecheck with the pair sums run as tickets) over the small decode tests, or over
+# $SANITIZE_RUN (a -test.run pattern) with $SANITIZE_TEST's test flags
+# (-test.short: two shapes and three token counts of TestGPUDecodeSmall).
 set -uo pipefail
 OUT=${OUT:?set OUT}
 fresh=0 tests=0 sanitize=0 bench=0 sweep=0 ncu=0
@@ -105,15 +102,10 @@ if [[ $ncu == 1 ]]; then
 	done
 fi
 if [[ $sanitize == 1 ]]; then
-	for tool in memcheck racecheck; do
-		note "compute-sanitizer $tool"
-		# shellcheck disable=SC2086 # SANITIZE_ARGS and SANITIZE_TEST are word lists
-		(cd kernels && compute-sanitizer --tool $tool --error-exitcode 3 ${SANITIZE_ARGS:-} "$bin" \
-			-test.run "${SANITIZE_RUN:-TestGPUDecode(Small|Degenerate|Deterministic)}" ${SANITIZE_TEST:-} \
-			-test.count=1) >/tmp/$tool.log 2>&1 || status=1
-		tail -3 /tmp/$tool.log
-		tail -200 /tmp/$tool.log >>"$OUT/sanitize.log"
-	done
+	note "sanitizers"
+	# shellcheck disable=SC2086 # SANITIZE_TEST is a word list
+	bash kernels/scripts/sanitize.sh "$bin" "${SANITIZE_RUN:-TestGPUDecode(Small|Degenerate|Deterministic)}" \
+		${SANITIZE_TEST:-} || status=1
 fi
 note "done, status $status"
 exit $status

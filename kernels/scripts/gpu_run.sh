@@ -8,7 +8,7 @@
 # 1. nvidia-smi, nvcc version; 2. check_ptx.sh (fresh PTX into $OUT);
 # 3. ptxas resource report; 4. cuBLASLt ABI check; 5. the tests (with
 # "fresh", against the fresh PTX through SFSURGERY_TEST_PTX); 6.
-# compute-sanitizer memcheck and racecheck on the small-shape tests;
+# scripts/sanitize.sh (memcheck, synccheck, racecheck) on the small-shape tests;
 # 7. with "bench", the benchmarks. Logs land in $OUT.
 set -uo pipefail
 OUT=${OUT:?set OUT}
@@ -49,12 +49,8 @@ echo "tests took $(( $(date +%s) - start ))s"
 grep -E '^(=== RUN|\s+--- (PASS|SKIP))' -v "$OUT/test.log" | grep -vE 'sparse vs dense: rel|SFSURGERY_SEED' | tail -40
 echo "largest sparse-vs-dense relative error: $(sed -nE 's/.*sparse vs dense: rel ([0-9.e+-]+) .*/\1/p' "$OUT/test.log" | sort -g | tail -1)"
 
-for tool in memcheck racecheck; do
-	note "compute-sanitizer $tool"
-	(cd kernels && compute-sanitizer --tool $tool --error-exitcode 3 "$bin" -test.run 'TestGPUSmall|TestGPUDegenerate' \
-		-test.count=1) >"$OUT/$tool.log" 2>&1 || status=1
-	tail -4 "$OUT/$tool.log"
-done
+note "sanitizers"
+bash kernels/scripts/sanitize.sh "$bin" 'TestGPUSmall|TestGPUDegenerate' || status=1
 
 if [[ $bench == 1 ]]; then
 	note "benchmarks"
