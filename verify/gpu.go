@@ -41,7 +41,11 @@ type gpuNumeric struct {
 }
 
 func newGPUNumeric(opt Options) (numeric, error) {
-	dev, err := kernels.Open(opt.GPU)
+	dev, err := kernels.OpenNotify(opt.GPU, func(msg string) {
+		if opt.Notef != nil {
+			opt.Notef("%s", msg)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	// Progress, when set, is called (from several goroutines) with the
 	// number of weight bytes checked.
 	Progress func(n int64)
+	// Notef, when set, receives notes for the user: that the GPU's
+	// kernels are being compiled, when that takes a while.
+	Notef func(format string, args ...any)
 	// Workers bounds how many tensors are checked at once (0: all cores
 	// on the CPU; with a GPU at most 16, or 4 with Original, whose dense
 	// copies take host memory).

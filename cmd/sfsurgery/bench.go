@@ -138,7 +138,12 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if f.list {
 		return listShapes(cmd.OutOrStdout(), shapes)
 	}
-	dev, err := kernels.Open(f.gpu)
+	errw := cmd.ErrOrStderr()
+	dev, err := kernels.OpenNotify(f.gpu, func(msg string) {
+		if !f.quiet {
+			fmt.Fprintln(errw, "bench: "+msg)
+		}
+	})
 	if err != nil {
 		if errors.Is(err, kernels.ErrUnavailable) {
 			return fmt.Errorf("bench needs a CUDA GPU (sm_80 or newer) to time anything: %w", err)
@@ -146,7 +151,6 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 		return err
 	}
 	defer dev.Close()
-	errw := cmd.ErrOrStderr()
 	bar := newCountBar(errw, len(shapes)*len(ms), f.quiet)
 	opt := speed.Options{Ms: ms, DType: dt, Warmup: f.warmup, Runs: f.runs, DenseCandidates: f.candidates,
 		SparseCandidates: f.sparseCandidates, GraphCalls: f.graphCalls,

@@ -42,8 +42,14 @@ run (bad input, unreadable file, no GPU for --device cuda).`,
 				return err
 			}
 			defer ck.Close()
+			errw := cmd.ErrOrStderr()
 			opt := verify.Options{Device: device, GPU: gpu, Tokens: tokens, Seed: seed,
-				TokensSet: cmd.Flags().Changed("tokens"), Workers: workers}
+				TokensSet: cmd.Flags().Changed("tokens"), Workers: workers,
+				Notef: func(format string, a ...any) {
+					if !quiet && !asJSON {
+						fmt.Fprintf(errw, "verify: "+format+"\n", a...)
+					}
+				}}
 			if original != "" {
 				orig, err := checkpoint.Open(original)
 				if err != nil {
