@@ -6,9 +6,10 @@
 #
 # Each tool of $SANITIZE_TOOLS (default all three) runs for at most
 # $SANITIZE_LIMIT seconds (default 240) with -test.v, and its log lands in
-# $OUT/TOOL.log (TestGPUDecodeSmall logs each launch it has checked); $SANITIZE_ARGS adds compute-sanitizer options
-# (--kernel-name kns=gemv_wg64: check only those kernels). The exit status
-# is 1 if any tool reported an error, a test failed or a run timed out.
+# $OUT/TOOL.log (TestGPUDecodeSmall logs each launch it has checked).
+# $SANITIZE_ARGS adds compute-sanitizer options (--kernel-name
+# kns=gemv_wg64: check only those kernels). The exit status is 1 if any
+# tool reported an error, a test failed or a run timed out.
 #
 # racecheck runs with SFSURGERY_TEST_NO_PAIR=1: the decode tests then run
 # each plan with the pair sum (two slices as a cluster, cuda/gemv_wg.cuh's
@@ -30,8 +31,9 @@ for tool in ${SANITIZE_TOOLS:-memcheck synccheck racecheck}; do
 	if [[ $tool == racecheck ]]; then args=(--racecheck-deadlock-timeout 20000) nopair=1; fi
 	start=$(date +%s)
 	# shellcheck disable=SC2086 # SANITIZE_ARGS is a word list
-	(cd kernels && SFSURGERY_TEST_NO_PAIR=$nopair timeout "${SANITIZE_LIMIT:-240}" compute-sanitizer --tool $tool --error-exitcode 3 "${args[@]}" \
-		${SANITIZE_ARGS:-} "$bin" -test.v -test.run "$run" -test.count=1 "$@") >"$OUT/$tool.log" 2>&1
+	(cd kernels && SFSURGERY_TEST_NO_PAIR=$nopair timeout "${SANITIZE_LIMIT:-240}" \
+		compute-sanitizer --tool $tool --error-exitcode 3 "${args[@]}" ${SANITIZE_ARGS:-} \
+		"$bin" -test.v -test.run "$run" -test.count=1 "$@") >"$OUT/$tool.log" 2>&1
 	rc=$?
 	[[ $rc == 0 ]] || status=1
 	echo "$tool: exit $rc in $(( $(date +%s) - start ))s"
