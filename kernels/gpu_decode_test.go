@@ -351,10 +351,12 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 // a multiple of 8, a last CTA with idle warps (n = 288), one and several
 // slices, one to eight warps per row block, activations staged whole and
 // in windows (k = 1600: 25 chunks, also with idle warps, which must keep
-// to the CTA's barriers). The sanitizer runs use it; its subtests split
-// the choices by form (gemvChoiceForm), so that a sanitizer can take one,
-// and -test.short keeps two shapes and three token counts (racecheck
-// takes over ten minutes for the pair's choices in full).
+// to the CTA's barriers). The sanitizer runs use it; its subtests, named
+// form/dtype/shape (TestGPUDecodeSmall/wg/F16/n288k1600), split the
+// choices by form (gemvChoiceForm), element type and shape, so that a
+// sanitizer can take a part that fits its time, and -test.short keeps two
+// shapes and three token counts (racecheck takes over ten minutes for
+// the pair's choices in full).
 func TestGPUDecodeSmall(t *testing.T) {
 	d := openGPU(t)
 	shapes := []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}, {288, 1600}}
@@ -363,13 +365,15 @@ func TestGPUDecodeSmall(t *testing.T) {
 		shapes, tokens = []struct{ n, k int }{{96, 192}, {288, 1600}}, []int{1, 17, 64}
 	}
 	for _, form := range []string{"mma", "wg", "pair"} {
-		t.Run(form, func(t *testing.T) {
-			rng := testRand(t)
-			for _, dt := range []DType{BF16, F16} {
-				for _, s := range shapes {
+		for _, dt := range []DType{BF16, F16} {
+			for _, s := range shapes {
+				t.Run(fmt.Sprintf("%s/%v/n%dk%d", form, dt, s.n, s.k), func(t *testing.T) {
+					rng := testRand(t)
 					w := newWeight(t, d, rng, dt, s.n, s.k)
+					defer w.free(t)
 					xs := randDense(rng, dt, gemvMaxTokens*s.k)
 					x := upload16(t, d, xs)
+					defer freeAll(t, x)
 					cols := make([]int, s.n)
 					for i := range cols {
 						cols[i] = i
@@ -390,11 +394,9 @@ func TestGPUDecodeSmall(t *testing.T) {
 							}
 						}
 					}
-					freeAll(t, x)
-					w.free(t)
-				}
+				})
 			}
-		})
+		}
 	}
 }
 

@@ -19,6 +19,13 @@
 # run completes, and excluding them by name does not help
 # (scripts/racecheck_pair.cu shows it on a small kernel; kernels/notes.md,
 # session 12). memcheck and synccheck check the pair kernels.
+#
+# racecheck also stalls a warpgroup-form launch whose ring holds
+# zero-filled copies (a slice's last stage past K) until its deadlock
+# detector fires, reports a "possible deadlock" and lets it go on; the
+# launch then completes and its output checks right. The detector's
+# timeout is $SANITIZE_DEADLOCK_MS (default 2000 ms): at 20000, each such
+# launch took 20-40 s (kernels/notes.md, session 13).
 set -uo pipefail
 OUT=${OUT:?set OUT}
 bin=${1:?test binary}
@@ -28,7 +35,7 @@ status=0
 for tool in ${SANITIZE_TOOLS:-memcheck synccheck racecheck}; do
 	echo "== compute-sanitizer $tool"
 	args=() nopair=
-	if [[ $tool == racecheck ]]; then args=(--racecheck-deadlock-timeout 20000) nopair=1; fi
+	if [[ $tool == racecheck ]]; then args=(--racecheck-deadlock-timeout "${SANITIZE_DEADLOCK_MS:-2000}") nopair=1; fi
 	start=$(date +%s)
 	# shellcheck disable=SC2086 # SANITIZE_ARGS is a word list
 	(cd kernels && SFSURGERY_TEST_NO_PAIR=$nopair timeout "${SANITIZE_LIMIT:-240}" \
