@@ -512,13 +512,33 @@ func TestGPUDecodeCoopFallback(t *testing.T) {
 	if p, err := planGemv(m, n, k, d.fn.gemvLim, coopOpts); err != nil || !p.coop || int(p.grid(n)[0]*p.grid(n)[1]) <= saved.sms {
 		t.Fatalf("plan %v, %v: want a cooperative plan of more than %d CTAs", p, err, saved.sms)
 	}
-	coop := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: coopOpts})
 	tickets := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{coop: -1, wg: 1, splits: 4, sc: 2}})
-	if i := bitDiff(coop, tickets); i >= 0 {
-		t.Errorf("y[%d] = %v after the fallback, the ticket plan's %v", i, coop[i], tickets[i])
+	checkFallback(t, d, w, x, m, coopOpts, tickets, nil, func(p gemvPlan) bool { return !p.coop })
+}
+
+// checkFallback runs the decode kernel with opts on w and x at m tokens,
+// after alter (unless nil) has changed the plan cached for them into one
+// the driver refuses, and checks that the run falls back: its result has
+// the bits of want, and the plan cached for opts afterwards is one that
+// fell accepts as the fallback.
+func checkFallback(t *testing.T, d *Device, w *weight, x *Buffer, m int, opts gemvOptions, want []float32,
+	alter func(*gemvPlan), fell func(gemvPlan) bool) {
+	t.Helper()
+	key := gemvKey{m, w.n, w.k, opts, 0}
+	if alter != nil {
+		p, ok := d.fn.gemvPlans[key]
+		if !ok {
+			t.Fatalf("no plan cached for %+v", key)
+		}
+		alter(&p)
+		d.fn.gemvPlans[key] = p
 	}
-	if p, ok := d.fn.gemvPlans[gemvKey{m, n, k, coopOpts, 0}]; !ok || p.coop {
-		t.Errorf("cached plan %v (found %v): want the fallback, not cooperative", p, ok)
+	got := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	if i := bitDiff(got, want); i >= 0 {
+		t.Errorf("%+v: y[%d] = %v after the fallback, want %v", opts, i, got[i], want[i])
+	}
+	if p, ok := d.fn.gemvPlans[key]; !ok || !fell(p) {
+		t.Errorf("%+v: cached plan %v (found %v): want the fallback", opts, p, ok)
 	}
 }
 
@@ -548,15 +568,8 @@ func TestGPUDecodeClusterFallback(t *testing.T) {
 	if i := bitDiff(cl, plain); i >= 0 {
 		t.Errorf("y[%d] = %v in clusters, %v without", i, cl[i], plain[i])
 	}
-	p.cluster = 3
-	d.fn.gemvPlans[key] = p
-	got := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
-	if i := bitDiff(got, plain); i >= 0 {
-		t.Errorf("y[%d] = %v after the fallback, %v without clusters", i, got[i], plain[i])
-	}
-	if p, ok := d.fn.gemvPlans[key]; !ok || p.cluster != 0 {
-		t.Errorf("cached plan %v (found %v): want the fallback, without clusters", p, ok)
-	}
+	checkFallback(t, d, w, x, m, opts, plain, func(p *gemvPlan) { p.cluster = 3 },
+		func(p gemvPlan) bool { return p.cluster == 0 })
 }
 
 // TestGPUDecodePair checks the pair sum (two slices of the warpgroup form,
@@ -611,15 +624,8 @@ func TestGPUDecodePair(t *testing.T) {
 		t.Fatalf("cached plan %v (found %v): want a pair of 64-row CTAs", p, ok)
 	}
 	// Three slices: the workspace already holds them (the plan above).
-	p.splits, p.cps = 3, ceilDiv(k/gemvChunk, 3)
-	d.fn.gemvPlans[key] = p
-	got := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
-	if i := bitDiff(got, three); i >= 0 {
-		t.Errorf("y[%d] = %v after the fallback, %v by tickets", i, got[i], three[i])
-	}
-	if p, ok := d.fn.gemvPlans[key]; !ok || p.pair || p.clusterDims() != (dim3{}) {
-		t.Errorf("cached plan %v (found %v): want the fallback, no pair", p, ok)
-	}
+	checkFallback(t, d, w, x, m, opts, three, func(p *gemvPlan) { p.splits, p.cps = 3, ceilDiv(k/gemvChunk, 3) },
+		func(p gemvPlan) bool { return !p.pair && p.clusterDims() == (dim3{}) })
 }
 
 // TestGPUDecodeDegenerate runs the decode kernel on weights whose groups
