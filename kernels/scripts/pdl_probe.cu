@@ -34,8 +34,9 @@
 // window sizes at 64 tokens, "groups" token groups beside the planner's
 // plans, "clusters" token groups launched as clusters, "pairs" 64-row CTAs
 // and the pair sum, "pairwin" a pair's window widths, "win128" 128-row
-// CTAs' window widths, "kvtime" k/v's grids, "trace" per-CTA timelines of
-// one launch ("kvtrace" of k/v's grids and two pairs).
+// CTAs' window widths, "kvtime" k/v's grids, "kvbytes" k/v's bytes per
+// CTA summed as a pair, "trace" per-CTA timelines of one launch ("kvtrace"
+// of k/v's grids and two pairs).
 //
 // Not part of the product or its tests.
 #include <cmath>
@@ -294,7 +295,8 @@ int main(int argc, char** argv) {
   // shape), with "identical" where the bits are the same (a pair must
   // match the ticket sum over the same two slices).
   const bool pairs = argc > 1 && (strcmp(argv[1], "pairs") == 0 || strcmp(argv[1], "pairwin") == 0 ||
-                                  strcmp(argv[1], "win128") == 0 || strcmp(argv[1], "kvtime") == 0);
+                                  strcmp(argv[1], "win128") == 0 || strcmp(argv[1], "kvtime") == 0 ||
+                                  strcmp(argv[1], "kvbytes") == 0);
   if (argc > 1 && strcmp(argv[1], "kvtrace") == 0)
     plans = {
         {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},
@@ -445,6 +447,29 @@ int main(int argc, char** argv) {
         {"8B k_v m1 s16", 1024, 4096, 1, 4, 16, 0, false},
         {"8B k_v m1 r64 s8", 1024, 4096, 1, 4, 8, 0, false, 0, 2},
         {"8B k_v m1 r64 sc2 s16", 1024, 4096, 1, 2, 16, 0, false, 0, 2},
+    };
+  // "kvbytes": 70B k/v beside a shape with its bytes per CTA and its
+  // CTAs (4096 × 2048 in 64-row CTAs × 2 slices: 128 CTAs of 72 KB, as
+  // 70B k/v's 128 rows × 16 slices) summed as a pair: what pairs of
+  // 16-row CTAs could reach on 70B k/v (kernels/notes.md, session 13).
+  if (argc > 1 && strcmp(argv[1], "kvbytes") == 0)
+    plans = {
+        {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},
+        {"70B k_v m1 sc2 s16", 1024, 8192, 1, 2, 16, 0, false},
+        {"kvbytes 4096x2048 m1 r64 s2", 4096, 2048, 1, 4, 2, 0, false, 0, 2},
+        {"kvbytes 4096x2048 m1 r64 s2 pair", 4096, 2048, 1, 4, 2, 0, false, 0, 2, true},
+        {"kvbytes 4096x2048 m1 r64 sc2 s2 pair", 4096, 2048, 1, 2, 2, 0, false, 0, 2, true},
+        {"70B k_v m8 s16", 1024, 8192, 8, 4, 16, 0, false},
+        {"kvbytes 4096x2048 m8 r64 s2 pair", 4096, 2048, 8, 4, 2, 0, false, 0, 2, true},
+        {"kvbytes 4096x2048 m8 r64 sc2 s2 pair", 4096, 2048, 8, 2, 2, 0, false, 0, 2, true},
+        {"70B k_v m16 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
+        {"kvbytes 4096x2048 m16 r64 s2 pair", 4096, 2048, 16, 4, 2, 0, false, 0, 2, true},
+        {"kvbytes 4096x2048 m16 r64 sc2 s2 pair", 4096, 2048, 16, 2, 2, 0, false, 0, 2, true},
+        {"70B k_v m64 s16 coop", 1024, 8192, 64, 4, 16, 0, true},
+        {"kvbytes 4096x2048 m64 r64 s2 pair xw8", 4096, 2048, 64, 2, 2, 8, false, 0, 2, true},
+        {"8B k_v m1 s16", 1024, 4096, 1, 4, 16, 0, false},
+        {"kvbytes 4096x1024 m1 r64 s2 pair", 4096, 1024, 1, 4, 2, 0, false, 0, 2, true},
+        {"kvbytes 4096x1024 m1 r64 sc2 s2 pair", 4096, 1024, 1, 2, 2, 0, false, 0, 2, true},
     };
   if (windows)
     plans = {
