@@ -13,10 +13,13 @@
 # kernels/scripts/decode_table.awk. "sweep": BenchmarkGPUDecodeSweep,
 # summarised by kernels/scripts/decode_sweep.awk. "ncu": Nsight Compute on
 # one decode launch (Llama-3-8B gate_up, m = $NCU_M, default 1). Logs land
-# in $OUT. "sanitize": scripts/sanitize.sh (memcheck, synccheck, and
-# racecheck with the pair sums run as tickets) over the small decode tests, or over
-# $SANITIZE_RUN (a -test.run pattern) with $SANITIZE_TEST's test flags
-# (-test.short: two shapes and three token counts of TestGPUDecodeSmall).
+# in $OUT. "sanitize": scripts/sanitize.sh's memcheck and synccheck over
+# the small decode tests and scripts/racecheck_all.sh's racecheck (the
+# pair sums run as tickets) over all of TestGPUDecodeSmall (its parts
+# took up to about 6 minutes on an H100 in session 13); or, with $SANITIZE_RUN (a -test.run pattern), all
+# three tools of sanitize.sh over that alone. $SANITIZE_TEST adds test
+# flags (-test.short: two shapes and three token counts of
+# TestGPUDecodeSmall).
 set -uo pipefail
 OUT=${OUT:?set OUT}
 fresh=0 tests=0 sanitize=0 bench=0 sweep=0 ncu=0
@@ -103,9 +106,16 @@ if [[ $ncu == 1 ]]; then
 fi
 if [[ $sanitize == 1 ]]; then
 	note "sanitizers"
-	# shellcheck disable=SC2086 # SANITIZE_TEST is a word list
-	bash kernels/scripts/sanitize.sh "$bin" "${SANITIZE_RUN:-TestGPUDecode(Small|Degenerate|Deterministic)}" \
-		${SANITIZE_TEST:-} || status=1
+	if [[ -n ${SANITIZE_RUN:-} ]]; then
+		# shellcheck disable=SC2086 # SANITIZE_TEST is a word list
+		bash kernels/scripts/sanitize.sh "$bin" "$SANITIZE_RUN" ${SANITIZE_TEST:-} || status=1
+	else
+		SANITIZE_TOOLS="memcheck synccheck" bash kernels/scripts/sanitize.sh "$bin" \
+			'TestGPUDecode(Small|Degenerate|Deterministic)' || status=1
+		note "racecheck over TestGPUDecodeSmall"
+		# shellcheck disable=SC2086 # SANITIZE_TEST is a word list
+		bash kernels/scripts/racecheck_all.sh "$bin" ${SANITIZE_TEST:-} || status=1
+	fi
 fi
 note "done, status $status"
 exit $status

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# racecheck_all.sh: compute-sanitizer's racecheck over all of
+# TestGPUDecodeSmall, from the repository root:
+#
+#   OUT=/some/dir bash kernels/scripts/racecheck_all.sh TEST-BINARY [test flags...]
+#
+# One run of scripts/sanitize.sh per form and element type of its
+# subtests (mma, wg, pair × BF16, F16: six racecheck processes at once on
+# the one GPU, each with its own log), after one plain run of the test,
+# which fills the driver's JIT cache so that each process starts in about
+# a second. Each run has $SANITIZE_LIMIT seconds (default 540; the
+# slowest, wg/BF16, took about 370 s on an H100). A line per run here; the
+# logs in $OUT/racecheck-all.tar.gz, a folder per run. Exit status 1 if a
+# run found a race, failed a test, timed out or checked nothing.
+set -uo pipefail
+OUT=${OUT:?set OUT}
+bin=${1:?test binary}
+shift
+case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "== plain run (JIT cache)"
+(cd kernels && "$bin" -test.run '^TestGPUDecodeSmall$/^mma$/^BF16$' -test.count=1 "$@" 2>&1 | tail -1)
+runs=()
+for form in mma wg pair; do
+	for dt in BF16 F16; do
+		name=$form-$dt
+		runs+=("$name")
+		mkdir -p "$work/$name"
+		OUT=$work/$name SANITIZE_TOOLS=racecheck SANITIZE_LIMIT=${SANITIZE_LIMIT:-540} \
+			bash "$(dirname "$0")/sanitize.sh" "$bin" "TestGPUDecodeSmall/$form/^$dt\$" "$@" \
+			>"$work/$name/summary.txt" 2>&1 &
+	done
+done
+status=0
+wait
+for name in "${runs[@]}"; do
+	log=$work/$name/racecheck.log
+	checked=$(grep -c ': checked' "$log" 2>/dev/null)
+	races=$(grep -ciE 'race reported|hazard detected' "$log" 2>/dev/null)
+	result=$(grep -m1 -E '^racecheck: exit' "$work/$name/summary.txt")
+	verdict=clean
+	if grep -q -- '--- FAIL' "$log" || ! grep -q '^PASS$' "$log" || [[ ${races:-0} != 0 || ${checked:-0} == 0 ]]; then
+		verdict=FAILED status=1
+	fi
+	echo "racecheck $name: $verdict, ${checked:-0} launches checked, ${races:-0} race reports, $(grep -c 'Deadlock detected' "$log" 2>/dev/null) possible-deadlock reports ($result)"
+done
+tar czf "$OUT/racecheck-all.tar.gz" -C "$work" .
+exit $status
