@@ -354,9 +354,9 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 // to the CTA's barriers). The sanitizer runs use it; its subtests, named
 // form/dtype/shape (TestGPUDecodeSmall/wg/F16/n288k1600), split the
 // choices by form (gemvChoiceForm), element type and shape, so that a
-// sanitizer can take a part that fits its time, and -test.short keeps two
-// shapes and three token counts (racecheck takes over ten minutes for
-// the pair's choices in full).
+// sanitizer can take a part that fits its time (scripts/racecheck_all.sh
+// runs racecheck over all of them as six processes at once), and
+// -test.short keeps two shapes and three token counts.
 func TestGPUDecodeSmall(t *testing.T) {
 	d := openGPU(t)
 	shapes := []struct{ n, k int }{{32, 64}, {96, 192}, {288, 320}, {64, 640}, {288, 1600}}

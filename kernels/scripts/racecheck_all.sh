@@ -8,8 +8,10 @@
 # subtests (mma, wg, pair × BF16, F16: six racecheck processes at once on
 # the one GPU, each with its own log), after one plain run of the test,
 # which fills the driver's JIT cache so that each process starts in about
-# a second. Each run has $SANITIZE_LIMIT seconds (default 540; the
-# slowest, wg/BF16, took about 370 s on an H100). A line per run here; the
+# a second. Each run has $SANITIZE_LIMIT seconds (default 540; on an H100
+# wg/BF16 should be the slowest: its largest shape alone took 298 s beside
+# eight other runs, the F16 half's other shapes 19-28 s each). A line per
+# run here; the
 # logs in $OUT/racecheck-all.tar.gz, a folder per run. Exit status 1 if a
 # run found a race, failed a test, timed out or checked nothing.
 set -uo pipefail
