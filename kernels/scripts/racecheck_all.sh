@@ -11,9 +11,9 @@
 # a second. Each run has $SANITIZE_LIMIT seconds (default 540; on an H100
 # wg/BF16 should be the slowest: its largest shape alone took 298 s beside
 # eight other runs, the F16 half's other shapes 19-28 s each). A line per
-# run here; the
-# logs in $OUT/racecheck-all.tar.gz, a folder per run. Exit status 1 if a
-# run found a race, failed a test, timed out or checked nothing.
+# run here; the logs in $OUT/racecheck-all.tar.gz, a folder per run. Exit
+# status 1 if a run found a race, failed a test, timed out or checked
+# nothing.
 set -uo pipefail
 OUT=${OUT:?set OUT}
 bin=${1:?test binary}
