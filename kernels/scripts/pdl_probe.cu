@@ -36,7 +36,9 @@
 // and the pair sum, "pairwin" a pair's window widths, "win128" 128-row
 // CTAs' window widths, "kvtime" k/v's grids, "kvbytes" k/v's bytes per
 // CTA summed as a pair, "trace" per-CTA timelines of one launch ("kvtrace"
-// of k/v's grids and two pairs).
+// of k/v's grids and two pairs), "hy" (and "hyall", "hytrace") the
+// hybrid 32-row kernel of probe_hybrid.cuh on k/v (-DSFS_HY_HEAD=n: the
+// producer's head start before it waits for the activations).
 //
 // Not part of the product or its tests.
 #include <cmath>
@@ -60,6 +62,7 @@
 #include "probe_time.cuh"  // CK, Busy, batch_median
 
 #include "probe_wg.cuh"     // wg_t*_s*, wg_kernel
+#include "probe_hybrid.cuh"  // hy_kernel
 
 // writex stands for the kernel before a projection (a norm, rope): it
 // writes the n bf16 activations, a value that depends on the step.
@@ -128,6 +131,7 @@ struct Plan {
   int tiles = 0;  // 8-token tiles per CTA (token groups: grid.z = ceil(m / (8·tiles))); 0: all of m
   int rb = 4;     // row blocks of 32 rows per CTA: 4, or 2 (kernel_wg's RB)
   bool pair = false;  // two slices summed as a pair (kernel_wg's PAIR), clusters of (1, 2, 1)
+  bool hy = false;    // probe_hybrid.cuh's kernel instead (rb 1)
 };
 
 static int depth(int sc) { return sc == 2 ? 4 : 3; }
@@ -149,7 +153,8 @@ int main(int argc, char** argv) {
   // copy; per trace point (0 entry, 1 activations staged, 2 first stage
   // landed, 3 loop done, 4 partial sums stored, 5 sum done) the min /
   // median / max over CTAs in µs after the first CTA's entry.
-  const bool trace = argc > 1 && (strcmp(argv[1], "trace") == 0 || strcmp(argv[1], "kvtrace") == 0);
+  const bool trace = argc > 1 && (strcmp(argv[1], "trace") == 0 || strcmp(argv[1], "kvtrace") == 0 ||
+                                  strcmp(argv[1], "hytrace") == 0);
   const size_t maxPack = 28672ull * 8192;  // bytes of packed values of the largest shape (70B gate_up)
   Busy busy = make_busy(256 << 20);
   std::vector<uint16_t*> pack;
@@ -296,7 +301,9 @@ int main(int argc, char** argv) {
   // match the ticket sum over the same two slices).
   const bool pairs = argc > 1 && (strcmp(argv[1], "pairs") == 0 || strcmp(argv[1], "pairwin") == 0 ||
                                   strcmp(argv[1], "win128") == 0 || strcmp(argv[1], "kvtime") == 0 ||
-                                  strcmp(argv[1], "kvbytes") == 0);
+                                  strcmp(argv[1], "kvbytes") == 0 ||
+                                  strcmp(argv[1], "hy") == 0 ||
+                                  strcmp(argv[1], "hyall") == 0);
   if (argc > 1 && strcmp(argv[1], "kvtrace") == 0)
     plans = {
         {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},
@@ -306,6 +313,46 @@ int main(int argc, char** argv) {
         {"70B k_v m1 s1", 1024, 8192, 1, 4, 1, 0, false},
         {"8B q_o m1 r64 s2 pair", 4096, 4096, 1, 2, 2, 0, false, 0, 2, true},
         {"8B q_o m64 r64 s2 pair xw8", 4096, 4096, 64, 2, 2, 8, false, 0, 2, true},
+    };
+  // "hy": probe_hybrid.cuh's 32-row CTAs (the producer's ring, four
+  // mma.sp consumers taking stages in turn) summed as pairs, whole and in
+  // windows of 16 chunks, beside the planner's plans; "hyall" more token
+  // counts, the same with tickets, and 8B k/v (kernels/notes.md, session
+  // 14; at 64 tokens its shared memory is over the limit); "hytrace"
+  // the timelines of "hy".
+  if (argc > 1 && (strcmp(argv[1], "hy") == 0 || strcmp(argv[1], "hytrace") == 0))
+    plans = {
+        {"70B k_v m1 hy s2 pair", 1024, 8192, 1, 4, 2, 0, false, 0, 1, true, true},
+        {"70B k_v m1 hy s2 pair xw16", 1024, 8192, 1, 4, 2, 16, false, 0, 1, true, true},
+        {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},
+        {"70B k_v m8 hy s2 pair", 1024, 8192, 8, 4, 2, 0, false, 0, 1, true, true},
+        {"70B k_v m8 hy s2 pair xw16", 1024, 8192, 8, 4, 2, 16, false, 0, 1, true, true},
+        {"70B k_v m8 s16", 1024, 8192, 8, 4, 16, 0, false},
+        {"70B k_v m16 hy s2 pair xw16", 1024, 8192, 16, 4, 2, 16, false, 0, 1, true, true},
+        {"70B k_v m16 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
+    };
+  if (argc > 1 && strcmp(argv[1], "hyall") == 0)
+    plans = {
+        {"70B k_v m1 hy s2", 1024, 8192, 1, 4, 2, 0, false, 0, 1, false, true},
+        {"70B k_v m1 hy s2 pair", 1024, 8192, 1, 4, 2, 0, false, 0, 1, true, true},
+        {"70B k_v m1 hy sc2 s2 pair", 1024, 8192, 1, 2, 2, 0, false, 0, 1, true, true},
+        {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},
+        {"70B k_v m8 hy s2", 1024, 8192, 8, 4, 2, 0, false, 0, 1, false, true},
+        {"70B k_v m8 hy s2 pair", 1024, 8192, 8, 4, 2, 0, false, 0, 1, true, true},
+        {"70B k_v m8 s16", 1024, 8192, 8, 4, 16, 0, false},
+        {"70B k_v m16 hy sc2 s2", 1024, 8192, 16, 2, 2, 0, false, 0, 1, false, true},
+        {"70B k_v m16 hy sc2 s2 pair", 1024, 8192, 16, 2, 2, 0, false, 0, 1, true, true},
+        {"70B k_v m16 hy s2 pair xw16", 1024, 8192, 16, 4, 2, 16, false, 0, 1, true, true},
+        {"70B k_v m16 s8 xw8", 1024, 8192, 16, 4, 8, 8, false},
+        {"70B k_v m32 hy sc2 s2 xw16", 1024, 8192, 32, 2, 2, 16, false, 0, 1, false, true},
+        {"70B k_v m32 hy sc2 s2 pair xw16", 1024, 8192, 32, 2, 2, 16, false, 0, 1, true, true},
+        {"70B k_v m32 s16 coop", 1024, 8192, 32, 4, 16, 0, true},
+        {"8B k_v m1 hy s2", 1024, 4096, 1, 4, 2, 0, false, 0, 1, false, true},
+        {"8B k_v m1 hy s2 pair", 1024, 4096, 1, 4, 2, 0, false, 0, 1, true, true},
+        {"8B k_v m1 s16", 1024, 4096, 1, 4, 16, 0, false},
+        {"8B k_v m16 hy s2", 1024, 4096, 16, 4, 2, 0, false, 0, 1, false, true},
+        {"8B k_v m16 hy s2 pair", 1024, 4096, 16, 4, 2, 0, false, 0, 1, true, true},
+        {"8B k_v m16 s8", 1024, 4096, 16, 4, 8, 0, false},
     };
   if (pairs && strcmp(argv[1], "win128") == 0)
     plans = {
@@ -370,7 +417,7 @@ int main(int argc, char** argv) {
         {"8B q_o m64 r64 s2 pair xw6", 4096, 4096, 64, 2, 2, 6, false, 0, 2, true},
         {"8B q_o m64 r64 s2 pair xw8", 4096, 4096, 64, 2, 2, 8, false, 0, 2, true},
     };
-  else if (pairs)
+  else if (pairs && strcmp(argv[1], "hy") != 0 && strcmp(argv[1], "hyall") != 0)
     plans = {
         {"8B q_o m1 s2", 4096, 4096, 1, 4, 2, 0, false},
         {"8B q_o m1 s4 xw8", 4096, 4096, 1, 4, 4, 8, false},
@@ -514,9 +561,15 @@ int main(int argc, char** argv) {
     const bool windowed = p.xwin > 0 && p.xwin < cps;
     const int xcap = windowed ? p.xwin : (cps + p.sc - 1) / p.sc * p.sc;
     const int ring = depth(p.sc) * (4 / p.rb);  // kernel_wg's ST
-    const int smem = p.rb * ring * stage_bytes(p.sc) + 1024 + (windowed ? 2 : 1) * xcap * 8 * nt * 128 + 16 * ring +
+    int smem = p.rb * ring * stage_bytes(p.sc) + 1024 + (windowed ? 2 : 1) * xcap * 8 * nt * 128 + 16 * ring +
                      (p.rb == 2 ? 2 * 512 * nt : 0) + (p.pair ? p.rb * (1024 * nt + 8) : 0);
-    const WgKernel fn = wg_kernel_rb(nt, p.sc, p.rb, p.pair);
+    WgKernel fn = wg_kernel_rb(nt, p.sc, p.rb, p.pair);
+    if (p.hy) {  // probe_hybrid.cuh's layout
+      const int xw = windowed ? p.xwin : cps, rows = std::min(p.m, 8 * nt);
+      smem = ring * stage_bytes(p.sc) + (windowed ? 2 : 1) * 4 * (rows + 1) * (xw * 32 + 4) + 16 * ring +
+             3 * 1024 * nt + (p.pair ? 1024 * nt + 8 : 0);
+      fn = hy_kernel(nt, p.sc, p.pair);
+    }
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     // Counters at 0, below the partial sums and (token groups) between them.
     CK(cudaMemset(w, 0, workBytes));
