@@ -217,7 +217,7 @@ type gemvOptions struct {
 	// gemvPlan.cluster).
 	cluster int
 	// rows forces the warpgroup form's CTAs of 128 or 64 weight rows
-	// (gemvPlan.rb 4 or 2).
+	// (gemvPlan.rb 4 or 2), or the hybrid's of 32 (rb 1).
 	rows int
 	// pair forces two slices summed as a pair (1; gemvPlan.pair) or the
 	// last slice's sum (-1).
@@ -248,7 +248,10 @@ type gemvPlan struct {
 	groups int
 	// rb is the warpgroup form's 32-row blocks per CTA: 4 (128 rows, a
 	// consumer warp each) or 2 (64 rows, a warp per 16-row half, twice the
-	// CTAs for the same slices). 0 for the mma.sp kernel (warps/kw).
+	// CTAs for the same slices); or 1, the hybrid (cuda/gemv_hy.cuh: one
+	// row block, the warpgroup form's producer, four mma.sp consumer warps
+	// taking its stages in turn; no token groups, no cooperative sum). 0
+	// for the mma.sp kernel (warps/kw).
 	rb int
 	// pair: two slices of the warpgroup form summed as a pair (kernel_wg's
 	// PAIR in cuda/gemv_wg.cuh): the two CTAs of a row group run as a cluster of
@@ -293,33 +296,33 @@ func (p gemvPlan) clusterDims() dim3 {
 	return dim3{}
 }
 
-// gemvWGFamilies is the warpgroup form's kernel families in the sm_90a
-// module (cuda/sfsurgery_sm90a.cu), named by gemvWGFamily.
-const gemvWGFamilies = 4
+// gemvWGFamilies is the kernel families in the sm_90a module
+// (cuda/sfsurgery_sm90a.cu), named by gemvWGFamily.
+const gemvWGFamilies = 6
 
-// gemvWGFamily returns the name of family f of the warpgroup form's
-// kernels, each followed by _{bf16,f16}_t{1,2,4,8}_s{2,4}: CTAs of 128
-// rows (0), of 64 (1), and each with the pair sum (2, 3).
+// gemvWGFamily returns the name of family f of the sm_90a module's
+// kernels, each followed by _{bf16,f16}_t{1,2,4,8}_s{2,4}: the warpgroup
+// form's CTAs of 128 rows (0), of 64 (1), each with the pair sum (2, 3),
+// and the hybrid's CTAs of 32 rows (4), with the pair sum (5).
 func gemvWGFamily(f int) string {
-	name := "gemv_wg"
-	if f%2 == 1 {
-		name += "64"
-	}
-	if f >= 2 {
-		name += "_pair"
-	}
-	return name
+	return [gemvWGFamilies]string{"gemv_wg", "gemv_wg64", "gemv_wg_pair", "gemv_wg64_pair", "gemv_hy", "gemv_hy_pair"}[f]
 }
 
 // family returns the family (gemvWGFamily) of the kernels that run p (the
-// warpgroup form).
+// warpgroup form or the hybrid).
 func (p gemvPlan) family() int {
 	f := 0
-	if p.rb == 2 {
+	switch p.rb {
+	case 2:
 		f = 1
+	case 1:
+		f = 4
 	}
 	if p.pair {
 		f += 2
+		if p.rb == 1 {
+			f--
+		}
 	}
 	return f
 }
@@ -410,8 +413,36 @@ func gemvSmemWG(tiles, sc, cps, xw, rb int, pair bool) int {
 	return b
 }
 
+// gemvSmemHy returns the dynamic shared memory of a CTA of the hybrid
+// (the gemv_hy entry points in cuda/sfsurgery_sm90a.cu) for m tokens: the
+// warpgroup form's ring (ST = 4·gemvDepth(sc) stages of the one block),
+// the activations of min(m, 8·tiles) tokens and a row of zeros over cps
+// chunks (xw = 0) or in two windows of xw chunks, as gemvSmem lays them
+// out, 2·ST mbarriers, warps 1-3's sums (1024 bytes per tile each), and
+// for a pair its buffer and mbarrier.
+func gemvSmemHy(m, tiles, sc, cps, xw int, pair bool) int {
+	st := gemvWgWarps * gemvDepth(sc)
+	rows := min(m, 8*tiles) + 1
+	x := 4 * rows * (cps*gemvChunkWords + gemvPadWords)
+	if xw > 0 {
+		x = 2 * 4 * rows * (xw*gemvChunkWords + gemvPadWords)
+	}
+	b := st*gemvStageBytes(sc) + x + 16*st + (gemvWgWarps-1)*1024*tiles
+	if pair {
+		b += 1024*tiles + 8
+	}
+	return b
+}
+
+// gemvHyWindow is the window of activations, in chunks, of the hybrid's
+// CTAs (a multiple of its rounds, 4·sc chunks, for sc of 2 and 4).
+const gemvHyWindow = 16
+
 // sharedBytes returns the dynamic shared memory of p for m tokens.
 func (p gemvPlan) sharedBytes(m int) int {
+	if p.wg && p.rb == 1 {
+		return gemvSmemHy(m, p.tiles, p.sc, p.cps, p.xw, p.pair)
+	}
 	if p.wg {
 		return gemvSmemWG(p.tiles, p.sc, p.cps, p.xw, p.rb, p.pair)
 	}
@@ -564,10 +595,14 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 		return nil, fmt.Errorf("%w: token groups are the warpgroup form's (sm_90a), of 1, 2, 4 or 8 tiles, "+
 			"without the cooperative sum, not %+v", errGemvPlan, o)
 	}
-	if o.rows != 0 && (o.rows != 64 && o.rows != 128 || o.wg == -1 || !lim.wg) ||
+	if o.rows != 0 && (o.rows != 32 && o.rows != 64 && o.rows != 128 || o.wg == -1 || !lim.wg) ||
 		o.pair < -1 || o.pair > 1 || o.pair == 1 && (o.wg == -1 || !lim.wg || o.tiles != 0 || o.coop == 1 || o.splits != 0 && o.splits != 2) {
-		return nil, fmt.Errorf("%w: CTAs of 64 or 128 rows and the pair sum are the warpgroup form's (sm_90a), "+
+		return nil, fmt.Errorf("%w: CTAs of 32, 64 or 128 rows and the pair sum are the warpgroup form's (sm_90a), "+
 			"a pair two slices without token groups, not %+v", errGemvPlan, o)
+	}
+	if o.rows == 32 && (o.tiles != 0 || o.coop == 1) {
+		return nil, fmt.Errorf("%w: the hybrid's CTAs of 32 rows take no token groups and no cooperative sum, not %+v",
+			errGemvPlan, o)
 	}
 	if o.cluster != 0 && (o.cluster != -1 || o.tiles == 0) {
 		return nil, fmt.Errorf("%w: clusters can only be forbidden (-1), to token groups, not %+v", errGemvPlan, o)
@@ -617,6 +652,9 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	// in clusters; the other group plans last (a full list only).
 	var lead, gp []gemvPlan
 	if o == (gemvOptions{}) {
+		if hy, ok := md.hybridPlan(m, n, k, lim); ok {
+			lead = append(lead, hy)
+		}
 		if i := slices.IndexFunc(all, func(r rated) bool { return r.p.rb == 2 }); i >= 0 {
 			lead = append(lead, all[i].p)
 			all = slices.Delete(all, i, i+1)
@@ -658,6 +696,48 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	}
 	out = append(out, gp...)
 	return out, nil
+}
+
+// gemvHyMaxTokens is the most tokens for which planGemv runs the hybrid
+// (hybridPlan), and gemvHyMinCTAs the fewest CTAs: it was measured on
+// 1024 rows (64 CTAs); on fewer the planner's plans fill more SMs.
+const (
+	gemvHyMaxTokens = 8
+	gemvHyMinCTAs   = 64
+)
+
+// hybridPlan returns the hybrid's pair (two slices of 32-row CTAs in
+// 4-chunk stages, the activations staged whole up to 2 tokens and in
+// windows of gemvHyWindow chunks from 4) that planGemv runs, ahead of the
+// model's plans, for m of at most gemvHyMaxTokens tokens where its grid is
+// one wave of at least gemvHyMinCTAs CTAs (n of 1024-2112 rows on an
+// H100), and false where there is none. Measured against the planner's plan of the time (H100,
+// `pdl_probe hy`, µs; kernels/notes.md, session 14): 70B k/v (1024 ×
+// 8192) 7.0-7.3 against 8.0 at one token, 7.4 against 8.1 at two, 7.5
+// against 8.1 at four, 8.1 against 8.3 at eight, but 9.2 against 8.3 at
+// sixteen; 8B k/v (1024 × 4096) 5.0 against 6.1 at one token, 6.4 against
+// 6.5 at sixteen.
+func (md gemvModel) hybridPlan(m, n, k int, lim gemvLimits) (gemvPlan, bool) {
+	if ctas := 2 * (n / 32); !lim.wg || m > gemvHyMaxTokens || ctas > lim.sms || ctas < gemvHyMinCTAs || k/gemvChunk < 2 {
+		return gemvPlan{}, false
+	}
+	o := gemvOptions{rows: 32, pair: 1, sc: 4, window: -1}
+	if m > 2 {
+		o.window = 1
+	}
+	ps, err := md.candidates(m, n, k, lim, o, 1)
+	if err != nil && o.window == -1 {
+		o.window = 1
+		ps, err = md.candidates(m, n, k, lim, o, 1)
+	}
+	if err != nil {
+		o.window = -1 // a slice of one window is staged whole
+		ps, err = md.candidates(m, n, k, lim, o, 1)
+	}
+	if err != nil {
+		return gemvPlan{}, false
+	}
+	return ps[0], true
 }
 
 // gemvGroupMinTokens is the fewest tokens for which the candidates hold
@@ -760,6 +840,8 @@ func (md gemvModel) plansCTA(all []rated, m, n, k int, lim gemvLimits, o gemvOpt
 			rbs = rbs[:1]
 		case 64:
 			rbs = rbs[1:]
+		case 32:
+			rbs = []int{1} // the hybrid only where forced (hybridPlan)
 		}
 	}
 	for _, rb := range rbs {
@@ -790,6 +872,15 @@ func (md gemvModel) plansRB(all []rated, m, n, k int, lim gemvLimits, o gemvOpti
 		}
 		xw, maxCPS := 0, 0
 		switch {
+		case windowed && rb == 1:
+			xw = gemvHyWindow
+			if gemvSmemHy(m, tiles, sc, 0, xw, false) <= lim.smem {
+				maxCPS = chunks
+			}
+		case rb == 1:
+			st := gemvWgWarps * gemvDepth(sc)
+			fixed := st*gemvStageBytes(sc) + 16*st + (gemvWgWarps-1)*1024*tiles
+			maxCPS = min(((lim.smem-fixed)/(4*(min(m, 8*tiles)+1))-gemvPadWords)/gemvChunkWords, chunks)
 		case windowed:
 			xw = gemvWindow(sc, kw)
 			if rb == 2 && o.rows != 64 {
@@ -961,8 +1052,11 @@ func (p gemvPlan) String() string {
 	if p.wg {
 		s += " wg"
 	}
-	if p.rb == 2 {
+	switch p.rb {
+	case 2:
 		s += " r64"
+	case 1:
+		s += " r32"
 	}
 	if p.pair {
 		s += " pair"

@@ -414,7 +414,7 @@ func TestGemvGroupCandidates(t *testing.T) {
 		{17, 8192, 8192, nil, []string{"decode sc4 w4 kw1 s1 xw8 wg tok16 cl2"}},
 		{16, 1024, 4096, nil, []string{"decode sc4 w4 kw1 s8 xw0 wg tok8 cl2"}},
 		{9, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw16 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}},
-		{8, 1024, 4096, nil, nil},
+		{8, 1024, 4096, []string{"decode sc4 w4 kw1 s2 xw16 wg r32 pair"}, nil}, // the hybrid (hybridPlan)
 	} {
 		ps, err := gemvCandidates(c.m, c.n, c.k, lim, gemvOptions{}, gemvMaxCandidates)
 		if err != nil || len(ps) != gemvMaxCandidates {
@@ -428,7 +428,7 @@ func TestGemvGroupCandidates(t *testing.T) {
 		for _, q := range ps[:len(c.lead)] {
 			lead = append(lead, q.String())
 		}
-		if !slices.Equal(lead, c.lead) || len(c.lead) == 0 && (p.groups != 0 || p.rb == 2) {
+		if !slices.Equal(lead, c.lead) || len(c.lead) == 0 && (p.groups != 0 || p.rb == 2 || p.rb == 1) {
 			t.Errorf("m=%d %dx%d: candidates start %q (planGemv %v), want %q", c.m, c.n, c.k, lead, p, c.lead)
 		}
 		var tail []string
@@ -644,5 +644,42 @@ func TestGemvWGWindowSC2(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Fatal("no 2-chunk 128-row plans in windows among the candidates")
+	}
+}
+
+// TestGemvHybridPlan checks where planGemv runs the hybrid's pair
+// (hybridPlan): on the warpgroup form's devices, for at most
+// gemvHyMaxTokens tokens and grids of gemvHyMinCTAs CTAs up to one wave,
+// in 4-chunk stages, the activations whole up to 2 tokens and in windows
+// of 16 chunks from 4 where a slice holds more; nowhere else.
+func TestGemvHybridPlan(t *testing.T) {
+	wg := h100Limits
+	wg.wg = true
+	for _, c := range []struct {
+		m, n, k int
+		lim     gemvLimits
+		want    string // planGemv's plan where it is the hybrid's, else ""
+	}{
+		{1, 1024, 8192, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},
+		{2, 1024, 8192, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},
+		{4, 1024, 8192, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair"},
+		{8, 1024, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair"},
+		{8, 2112, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair"}, // 132 CTAs: one wave
+		{4, 1024, 1024, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},  // slices of 8 chunks: one window, staged whole
+		{9, 1024, 8192, wg, ""},         // past gemvHyMaxTokens
+		{1, 512, 4096, wg, ""},          // 32 CTAs
+		{1, 2144, 4096, wg, ""},         // 134 CTAs: two waves
+		{1, 1024, 8192, h100Limits, ""}, // no sm_90a module
+	} {
+		p, err := planGemv(c.m, c.n, c.k, c.lim, gemvOptions{})
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if got := p.String(); (p.rb == 1) != (c.want != "") || c.want != "" && got != c.want {
+			t.Errorf("m=%d %dx%d wg %v: planGemv %q, want %q", c.m, c.n, c.k, c.lim.wg, got, c.want)
+		}
+		if p.rb == 1 && (p.smem != gemvSmemHy(c.m, p.tiles, p.sc, p.cps, p.xw, true) || p.smem > c.lim.smem) {
+			t.Errorf("m=%d %dx%d: %d bytes of shared memory", c.m, c.n, c.k, p.smem)
+		}
 	}
 }

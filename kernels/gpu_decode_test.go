@@ -71,6 +71,12 @@ func TestPlanGemv(t *testing.T) {
 		{16, 8192, 8192, h100WG, gemvOptions{pair: -1, splits: 2}},
 		{64, 4096, 4096, h100WG, gemvOptions{rows: 64, pair: 1, sc: 2}},
 		{37, 96, 1600, h100WG, gemvOptions{rows: 64, pair: 1, window: 1}},
+		{1, 1024, 8192, h100WG, gemvOptions{}}, // the hybrid's pair (hybridPlan)
+		{8, 1024, 4096, h100WG, gemvOptions{}},
+		{5, 96, 1600, h100WG, gemvOptions{rows: 32}},
+		{1, 96, 1600, h100WG, gemvOptions{rows: 32, pair: -1, splits: 2}},
+		{17, 288, 1600, h100WG, gemvOptions{rows: 32, sc: 2, window: 1}},
+		{16, 1024, 8192, h100WG, gemvOptions{rows: 32, window: 1}},
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, c.o)
 		if err != nil {
@@ -103,12 +109,15 @@ func TestPlanGemv(t *testing.T) {
 			case p.splits > maxGridY || c.o.splits != 0 && p.splits > c.o.splits:
 				t.Errorf("%+v: %d slices", c, p.splits)
 			case p.smem != p.sharedBytes(c.m) || p.smem > c.lim.smem,
-				p.wg && p.smem != gemvSmemWG(p.tiles, p.sc, p.cps, p.xw, p.rb, p.pair), !p.wg && p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw):
+				p.wg && p.rb != 1 && p.smem != gemvSmemWG(p.tiles, p.sc, p.cps, p.xw, p.rb, p.pair),
+				p.rb == 1 && p.smem != gemvSmemHy(c.m, p.tiles, p.sc, p.cps, p.xw, p.pair),
+				!p.wg && p.smem != gemvSmem(c.m, p.sc, p.warps, p.cps, p.xw):
 				t.Errorf("%+v: %d bytes of shared memory", c, p.smem)
 			case p.wg && (!c.lim.wg || c.o.wg == -1 || p.warps != gemvWgWarps || p.kw != 1 || p.threads() != 160),
 				!p.wg && (c.o.wg == 1 || p.threads() != 32*p.warps):
 				t.Errorf("%+v: warpgroup form %v with %d warps of %d per row block, %d threads", c, p.wg, p.warps, p.kw, p.threads())
 			case p.xw != 0 && (p.xw%(p.kw*p.sc) != 0 || p.xw < (gemvDepth(p.sc)-1)*p.kw*p.sc || p.xw >= p.cps),
+				p.rb == 1 && p.xw%(gemvWgWarps*p.sc) != 0, // the hybrid's windows hold whole rounds
 				c.o.window == 1 && p.xw == 0, c.o.window == -1 && p.xw != 0:
 				t.Errorf("%+v: windows of %d chunks, %d per slice", c, p.xw, p.cps)
 			case p.coop && (!p.wg || p.splits < 2 || c.m < gemvCoopMinTokens || c.o.coop == -1 ||
@@ -119,13 +128,14 @@ func TestPlanGemv(t *testing.T) {
 				p.cluster == 0 && !p.pair && (p.groups == 2 && c.o.cluster != -1 || p.clusterDims() != dim3{}):
 				// Two token groups, and only two, launch as clusters of both.
 				t.Errorf("%+v: clusters of %d for %d token groups", c, p.cluster, p.groups)
-			case p.wg && p.rb != 4 && p.rb != 2, !p.wg && p.rb != 0,
-				c.o.rows == 64 && p.rb != 2, c.o.rows == 128 && p.rb != 4:
+			case p.wg && p.rb != 4 && p.rb != 2 && p.rb != 1, !p.wg && p.rb != 0,
+				c.o.rows == 64 && p.rb != 2, c.o.rows == 128 && p.rb != 4, c.o.rows == 32 && p.rb != 1,
+				p.rb == 1 && (p.groups != 0 || p.coop || gemvWGFamily(p.family()) != map[bool]string{false: "gemv_hy", true: "gemv_hy_pair"}[p.pair]):
 				t.Errorf("%+v: %d row blocks per CTA", c, p.rb)
 			case p.pair && (!p.wg || p.splits != 2 || p.groups != 0 || p.coop || p.cluster != 0 || c.o.pair == -1 ||
-				p.clusterDims() != dim3{1, 2, 1} || gemvWGFamily(p.family()) != map[int]string{4: "gemv_wg_pair", 2: "gemv_wg64_pair"}[p.rb]),
+				p.clusterDims() != dim3{1, 2, 1} || gemvWGFamily(p.family()) != map[int]string{4: "gemv_wg_pair", 2: "gemv_wg64_pair", 1: "gemv_hy_pair"}[p.rb]),
 				!p.pair && (c.o.pair == 1 || p.wg && p.splits == 2 && p.groups == 0 && !p.coop && c.o.pair != -1 &&
-					gemvSmemWG(p.tiles, p.sc, p.cps, p.xw, p.rb, true) <= c.lim.smem):
+					withPair(p).sharedBytes(c.m) <= c.lim.smem):
 				// Two slices of the warpgroup form are a pair where they fit.
 				t.Errorf("%+v: pair %v with %d slices, %d groups, coop %v, clusters %v", c, p.pair, p.splits, p.groups,
 					p.coop, p.clusterDims())
@@ -306,7 +316,10 @@ func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c
 // two slices, of 16 in 4-chunk stages: a last group short of tokens; two
 // groups in clusters and without), and CTAs of 64 rows (a pair, two slices
 // by tickets, one slice, and a pair in windows) and a pair of 128-row
-// CTAs; those that fit in lim's shared memory.
+// CTAs, and the hybrid's CTAs of 32 rows (planGemv's choice among them, a
+// pair, two slices by tickets, three slices, one slice in windows of 16
+// chunks where k holds more than one); those that fit in lim's shared
+// memory.
 func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	c := []sparseChoice{
 		{kernel: sparseGemv, gemv: gemvOptions{}},
@@ -338,12 +351,20 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 	if k/gemvChunk >= 2*gemvWindow(4, 1)+1 {
 		wg = append(wg, gemvOptions{rows: 64, pair: 1, sc: 4, window: 1})
 	}
+	wg = append(wg, gemvOptions{rows: 32}, gemvOptions{rows: 32, pair: 1, sc: 2}, gemvOptions{rows: 32, pair: -1, splits: 2},
+		gemvOptions{rows: 32, sc: 4, splits: 3}, gemvOptions{rows: 32, sc: 2, splits: 1, window: 1})
 	for _, o := range wg {
 		if _, err := planGemv(m, 32, k, lim, o); err == nil {
 			c = append(c, sparseChoice{kernel: sparseGemv, gemv: o})
 		}
 	}
 	return c
+}
+
+// withPair returns p summed as a pair.
+func withPair(p gemvPlan) gemvPlan {
+	p.pair = true
+	return p
 }
 
 // TestGPUDecodeSmall checks the decode kernel on small shapes against a
@@ -355,7 +376,7 @@ func gemvChoices(m, k int, lim gemvLimits) []sparseChoice {
 // form/dtype/shape (TestGPUDecodeSmall/wg/F16/n288k1600), split the
 // choices by form (gemvChoiceForm), element type and shape, so that a
 // sanitizer can take a part that fits its time (scripts/racecheck_all.sh
-// runs racecheck over all of them as six processes at once), and
+// runs racecheck over all of them as eight processes at once), and
 // -test.short keeps two shapes and three token counts.
 func TestGPUDecodeSmall(t *testing.T) {
 	d := openGPU(t)
@@ -364,7 +385,7 @@ func TestGPUDecodeSmall(t *testing.T) {
 	if testing.Short() {
 		shapes, tokens = []struct{ n, k int }{{96, 192}, {288, 1600}}, []int{1, 17, 64}
 	}
-	for _, form := range []string{"mma", "wg", "pair"} {
+	for _, form := range []string{"mma", "wg", "pair", "hy"} {
 		for _, dt := range []DType{BF16, F16} {
 			for _, s := range shapes {
 				t.Run(fmt.Sprintf("%s/%v/n%dk%d", form, dt, s.n, s.k), func(t *testing.T) {
@@ -400,11 +421,14 @@ func TestGPUDecodeSmall(t *testing.T) {
 	}
 }
 
-// gemvChoiceForm names the form a choice of gemvChoices forces: "pair"
-// (64-row CTAs or the pair sum), "wg" (the rest of the warpgroup form) or
-// "mma" (the mma.sp kernel, and planGemv's own choice).
+// gemvChoiceForm names the form a choice of gemvChoices forces: "hy" (the
+// hybrid's 32-row CTAs), "pair" (64-row CTAs or the pair sum), "wg" (the
+// rest of the warpgroup form) or "mma" (the mma.sp kernel, and planGemv's
+// own choice).
 func gemvChoiceForm(o gemvOptions) string {
 	switch {
+	case o.rows == 32:
+		return "hy"
 	case o.rows == 64 || o.pair == 1:
 		return "pair"
 	case o.wg == 1 || o.coop == 1 || o.tiles != 0 || o.rows != 0:
@@ -626,6 +650,67 @@ func TestGPUDecodePair(t *testing.T) {
 	// Three slices: the workspace already holds them (the plan above).
 	checkFallback(t, d, w, x, m, opts, three, func(p *gemvPlan) { p.splits, p.cps = 3, ceilDiv(k/gemvChunk, 3) },
 		func(p gemvPlan) bool { return !p.pair && p.clusterDims() == (dim3{}) })
+}
+
+// TestGPUDecodeHybrid checks the hybrid (CTAs of one 32-row block, the
+// warpgroup form's producer feeding four mma.sp consumer warps; sm_90a):
+// its products and sums are those of the mma.sp kernel with four warps on
+// one row block (kw = 4), bit for bit, over the same slices and stage
+// size, staged whole and in windows, for one to three slices (two also
+// as a pair), token counts on both sides of reduce's two orders and of
+// the tiles, with idle and short stages (k = 1600: 25 chunks), and both
+// data types. Then a cached hybrid pair given three slices, whose clusters
+// of two do not tile the grid, falls back to the ticket sum, with its
+// bits, and is cached without the pair.
+func TestGPUDecodeHybrid(t *testing.T) {
+	d := openGPU(t)
+	if !d.fn.gemvLim.wg {
+		t.Skip("no warpgroup form (sm_90a) on this device: no hybrid")
+	}
+	rng := testRand(t)
+	for _, s := range []struct{ n, k int }{{96, 1600}, {1024, 4096}, {288, 320}} {
+		for _, dt := range []DType{BF16, F16} {
+			w := newWeight(t, d, rng, dt, s.n, s.k)
+			for _, m := range []int{1, 3, 4, 8, 9, 16} {
+				x := upload16(t, d, randDense(rng, dt, m*s.k))
+				for _, o := range []gemvOptions{{rows: 32, splits: 1, sc: 4}, {rows: 32, splits: 1, sc: 2, window: 1},
+					{rows: 32, pair: 1, splits: 2, sc: 4}, {rows: 32, pair: -1, splits: 2, sc: 2}, {rows: 32, splits: 3, sc: 4}} {
+					p, err := planGemv(m, s.n, s.k, d.fn.gemvLim, o)
+					if err != nil {
+						continue // one window: k of 17 chunks or more a slice
+					}
+					if p.rb != 1 || p.pair != (o.pair == 1) {
+						t.Fatalf("%+v: plan %v, want the hybrid", o, p)
+					}
+					want := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv,
+						gemv: gemvOptions{wg: -1, warps: 4, kw: 4, splits: p.splits, sc: p.sc}})
+					got := runSparse(t, d, dt, w, x, m, sparseChoice{kernel: sparseGemv, gemv: o})
+					if i := bitDiff(got, want); i >= 0 {
+						t.Errorf("%v n%d k%d m%d %v: y[%d] = %v, the mma.sp kernel's %v", dt, s.n, s.k, m, p, i, got[i], want[i])
+					}
+				}
+				freeAll(t, x)
+			}
+			w.free(t)
+		}
+	}
+
+	const m, n, k = 4, 1024, 4096
+	w := newWeight(t, d, rng, BF16, n, k)
+	defer w.free(t)
+	x := upload16(t, d, randDense(rng, BF16, m*k))
+	defer freeAll(t, x)
+	three := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{rows: 32, pair: -1, splits: 3, sc: 4}})
+	opts := gemvOptions{rows: 32, pair: 1, sc: 4}
+	runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	key := gemvKey{m, n, k, opts, 0}
+	p, ok := d.fn.gemvPlans[key]
+	if !ok || !p.pair || p.rb != 1 || p.splits != 2 {
+		t.Fatalf("cached plan %v (found %v): want a hybrid pair", p, ok)
+	}
+	// Three slices: the workspace already holds them (the plan above).
+	checkFallback(t, d, w, x, m, opts, three, func(p *gemvPlan) { p.splits, p.cps = 3, ceilDiv(k/gemvChunk, 3) },
+		func(p gemvPlan) bool { return !p.pair && p.rb == 1 && p.clusterDims() == (dim3{}) })
 }
 
 // TestGPUDecodeDegenerate runs the decode kernel on weights whose groups

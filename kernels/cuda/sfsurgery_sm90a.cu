@@ -11,7 +11,9 @@
 //        the same with CTAs of 64 rows (kernel_wg's RB = 2)
 //   gemv_wg_pair_*, gemv_wg64_pair_*
 //        the two with the pair sum (kernel_wg's PAIR)
-#include "gemv_wg.cuh"
+//   gemv_hy_{bf16,f16}_t{1,2,4,8}_s{2,4}, gemv_hy_pair_*
+//        CTAs of one 32-row block (gemv_hy.cuh), and with the pair sum
+#include "gemv_hy.cuh"
 
 // gemv_wg_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/128), slices), block
 // 160 (4 consumer warps, one row block each, and the producer), dynamic
@@ -70,3 +72,42 @@ SFS_GEMV_WG_SC(gemv_wg64_pair, 2, true, 4)
 
 #undef SFS_GEMV_WG_SC
 #undef SFS_GEMV_WG
+
+// gemv_hy_{bf16,f16}_t{1,2,4,8}_s{2,4}: the hybrid (gemv_hy.cuh) for CTAs
+// of one 32-row block: grid (N/32, slices), block 160 (4 consumer warps
+// and the producer), dynamic shared memory ST·Stage<SC>::kBytes +
+// B·4·(R+1)·(xw·32+4) + 16·ST + 3·1024·NT bytes with ST =
+// 4·Stage<SC>::kDepth, R = min(M, 8·NT) token rows and, for xwin = 0 or
+// xwin ≥ cps (the slice's activations staged whole), xw = cps and B = 1,
+// else (windows of xwin chunks, a multiple of 4·SC) xw = xwin and B = 2;
+// no token groups; coop ignored (the last slice's sum). Operands,
+// workspace, counters and result as gemv.cuh's entry points
+// (sfsurgery.cu), bit for bit those of gemv with 4 warps and kw = 4.
+//
+// gemv_hy_pair_*: the same for two slices launched as clusters of (1, 2,
+// 1), summed as a pair (finish_pair), the same bits as gemv_hy_* (which is
+// what to launch where the clusters are refused); 1024·NT + 8 more bytes
+// of shared memory.
+#define SFS_GEMV_HY(name, T, NT, SC, PAIR)                                                                  \
+  extern "C" __global__ void __launch_bounds__(32 * (sfs::gemv::kWgWarps + 1))                              \
+      name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,           \
+           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin, int coop) { \
+    sfs::gemv::kernel_hy<T, NT, SC, PAIR>(Y, X, P, U, W, M, N, K, xwin);                                   \
+  }
+#define SFS_GEMV_HY_SC(P, PAIR, SC)                           \
+  SFS_GEMV_HY(P##_bf16_t1_s##SC, sfs::BF16, 1, SC, PAIR)  \
+  SFS_GEMV_HY(P##_bf16_t2_s##SC, sfs::BF16, 2, SC, PAIR)  \
+  SFS_GEMV_HY(P##_bf16_t4_s##SC, sfs::BF16, 4, SC, PAIR)  \
+  SFS_GEMV_HY(P##_bf16_t8_s##SC, sfs::BF16, 8, SC, PAIR)  \
+  SFS_GEMV_HY(P##_f16_t1_s##SC, sfs::F16, 1, SC, PAIR)    \
+  SFS_GEMV_HY(P##_f16_t2_s##SC, sfs::F16, 2, SC, PAIR)    \
+  SFS_GEMV_HY(P##_f16_t4_s##SC, sfs::F16, 4, SC, PAIR)    \
+  SFS_GEMV_HY(P##_f16_t8_s##SC, sfs::F16, 8, SC, PAIR)
+
+SFS_GEMV_HY_SC(gemv_hy, false, 2)
+SFS_GEMV_HY_SC(gemv_hy, false, 4)
+SFS_GEMV_HY_SC(gemv_hy_pair, true, 2)
+SFS_GEMV_HY_SC(gemv_hy_pair, true, 4)
+
+#undef SFS_GEMV_HY_SC
+#undef SFS_GEMV_HY

@@ -57,12 +57,15 @@
 // GEMV_WG_CUH: the kernel source to probe (another version of it, to compare).
 #ifndef GEMV_WG_CUH
 #define GEMV_WG_CUH "../cuda/gemv_wg.cuh"
+#define SFS_PROBE_HYBRID 1  // cuda/gemv_hy.cuh includes this gemv_wg.cuh
 #endif
 #include GEMV_WG_CUH
 #include "probe_time.cuh"  // CK, Busy, batch_median
 
 #include "probe_wg.cuh"     // wg_t*_s*, wg_kernel
+#if SFS_PROBE_HYBRID
 #include "probe_hybrid.cuh"  // hy_kernel
+#endif
 
 // writex stands for the kernel before a projection (a norm, rope): it
 // writes the n bf16 activations, a value that depends on the step.
@@ -570,10 +573,15 @@ int main(int argc, char** argv) {
                      (p.rb == 2 ? 2 * 512 * nt : 0) + (p.pair ? p.rb * (1024 * nt + 8) : 0);
     WgKernel fn = wg_kernel_rb(nt, p.sc, p.rb, p.pair);
     if (p.hy) {  // probe_hybrid.cuh's layout
+#if SFS_PROBE_HYBRID
       const int xw = windowed ? p.xwin : cps, rows = std::min(p.m, 8 * nt);
       smem = ring * stage_bytes(p.sc) + (windowed ? 2 : 1) * 4 * (rows + 1) * (xw * 32 + 4) + 16 * ring +
              3 * 1024 * nt + (p.pair ? 1024 * nt + 8 : 0);
       fn = hy_kernel(nt, p.sc, p.pair);
+#else
+      fprintf(stderr, "%s: the hybrid plans need the default GEMV_WG_CUH\n", p.name);
+      return 1;
+#endif
     }
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     // Counters at 0, below the partial sums and (token groups) between them.

@@ -5,8 +5,8 @@
 #   OUT=/some/dir bash kernels/scripts/racecheck_all.sh TEST-BINARY [test flags...]
 #
 # One run of scripts/sanitize.sh per form and element type of its
-# subtests (mma, wg, pair × BF16, F16: six racecheck processes at once on
-# the one GPU, each with its own log), after one plain run of the test,
+# subtests (mma, wg, pair, hy × BF16, F16: eight racecheck processes at
+# once on the one GPU, each with its own log), after one plain run of the test,
 # which fills the driver's JIT cache so that each process starts in about
 # a second. Each run has $SANITIZE_LIMIT seconds (default 540; on an H100
 # wg/BF16 should be the slowest: its largest shape alone took 298 s beside
@@ -25,7 +25,7 @@ trap 'rm -rf "$work"' EXIT
 echo "== plain run (JIT cache)"
 (cd kernels && "$bin" -test.run '^TestGPUDecodeSmall$/^mma$/^BF16$' -test.count=1 "$@" 2>&1 | tail -1)
 runs=()
-for form in mma wg pair; do
+for form in mma wg pair hy; do
 	for dt in BF16 F16; do
 		name=$form-$dt
 		runs+=("$name")
