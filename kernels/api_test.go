@@ -59,7 +59,7 @@ func TestPTXEmbedded(t *testing.T) {
 			for _, sc := range []int{2, 4} {
 				gemv = append(gemv, fmt.Sprintf(".entry gemv_%s_t%d_s%d(", ty, tiles, sc))
 				wg = append(wg, fmt.Sprintf(".entry gemv_wg_%s_t%d_s%d(", ty, tiles, sc))
-				for _, f := range []string{"gemv_wg64", "gemv_wg_pair", "gemv_wg64_pair"} {
+				for _, f := range []string{"gemv_wg64", "gemv_wg_pair", "gemv_wg64_pair", "gemv_hy", "gemv_hy_pair"} {
 					wg = append(wg, fmt.Sprintf(".entry %s_%s_t%d_s%d(", f, ty, tiles, sc))
 				}
 			}

@@ -30,6 +30,10 @@ import (
 // cluster, the second pushing its sums into the first's shared memory
 // (the same bits as the last slice's sum, which is the fallback where
 // the driver refuses the clusters); and its CTAs hold 128 rows or 64.
+// The sm_90a module also holds the hybrid (cuda/gemv_hy.cuh): CTAs of one
+// 32-row block, the warpgroup form's producer feeding four mma.sp
+// consumer warps, the mma.sp kernel's bits with kw = 4, which planGemv
+// runs as a pair for k/v-sized weights at up to 8 tokens (hybridPlan).
 // planGemv (gemvplan.go) chooses the launch; the candidates an engine
 // times add token-group plans from gemvGroupMinTokens.
 const (
