@@ -311,18 +311,18 @@ func gemvWGFamily(f int) string {
 // family returns the family (gemvWGFamily) of the kernels that run p (the
 // warpgroup form or the hybrid).
 func (p gemvPlan) family() int {
+	if p.rb == 1 {
+		if p.pair {
+			return 5
+		}
+		return 4
+	}
 	f := 0
-	switch p.rb {
-	case 2:
+	if p.rb == 2 {
 		f = 1
-	case 1:
-		f = 4
 	}
 	if p.pair {
 		f += 2
-		if p.rb == 1 {
-			f--
-		}
 	}
 	return f
 }
@@ -711,12 +711,12 @@ const (
 // windows of gemvHyWindow chunks from 4) that planGemv runs, ahead of the
 // model's plans, for m of at most gemvHyMaxTokens tokens where its grid is
 // one wave of at least gemvHyMinCTAs CTAs (n of 1024-2112 rows on an
-// H100), and false where there is none. Measured against the planner's plan of the time (H100,
-// `pdl_probe hy`, µs; kernels/notes.md, session 14): 70B k/v (1024 ×
-// 8192) 7.0-7.3 against 8.0 at one token, 7.4 against 8.1 at two, 7.5
-// against 8.1 at four, 8.1 against 8.3 at eight, but 9.2 against 8.3 at
-// sixteen; 8B k/v (1024 × 4096) 5.0 against 6.1 at one token, 6.4 against
-// 6.5 at sixteen.
+// H100), and false where there is none. Measured against the planner's
+// plan of the time (H100, `pdl_probe hy`, µs; kernels/notes.md, session
+// 14): 70B k/v (1024 × 8192) 7.0-7.3 against 8.0 at one token, 7.4
+// against 8.1 at two, 7.5 against 8.1 at four, 8.1 against 8.3 at eight,
+// but 9.2 against 8.3 at sixteen; 8B k/v (1024 × 4096) 5.0 against 6.1 at
+// one token, 6.4 against 6.5 at sixteen.
 func (md gemvModel) hybridPlan(m, n, k int, lim gemvLimits) (gemvPlan, bool) {
 	if ctas := 2 * (n / 32); !lim.wg || m > gemvHyMaxTokens || ctas > lim.sms || ctas < gemvHyMinCTAs || k/gemvChunk < 2 {
 		return gemvPlan{}, false
