@@ -37,8 +37,9 @@
 // CTAs' window widths, "kvtime" k/v's grids, "kvbytes" k/v's bytes per
 // CTA summed as a pair, "trace" per-CTA timelines of one launch ("kvtrace"
 // of k/v's grids and two pairs), "hy" (and "hyall", "hytrace") the
-// hybrid 32-row kernel of probe_hybrid.cuh on k/v (-DSFS_HY_HEAD=n: the
-// producer's head start before it waits for the activations).
+// hybrid 32-row kernel (cuda/gemv_hy.cuh through probe_hybrid.cuh) on k/v.
+// (Session 14's -DSFS_HY_HEAD switch, the producer's head start before it
+// waits for the activations, is in main's history: no head start won.)
 //
 // Not part of the product or its tests.
 #include <cmath>
