@@ -53,7 +53,11 @@ for tool in ${SANITIZE_TOOLS:-memcheck synccheck racecheck}; do
 		log=$OUT/$tool.log
 		dead=$(grep -c 'Deadlock detected' "$log") warn=$(grep -c 'Detected possible deadlock' "$log")
 		read -r errs warns < <(sed -n 's/.*RACECHECK SUMMARY:.*(\([0-9]*\) errors, \([0-9]*\) warnings).*/\1 \2/p' "$log" | tail -1)
-		other=$(( ${errs:-0} - dead + ${warns:-0} - warn ))
+		if [[ -n ${errs:-} ]]; then
+			other=$(( errs - dead + warns - warn ))
+		else
+			other="no summary (cut short): unknown"
+		fi
 		echo "racecheck: $other other reports, $dead possible-deadlock reports"
 		if [[ $rc == 3 && $other == 0 ]] && grep -q '^PASS$' "$log" && ! grep -q -- '--- FAIL' "$log"; then rc=0; fi
 	fi
