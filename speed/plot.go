@@ -1,17 +1,19 @@
 package speed
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
@@ -49,22 +51,21 @@ func backendStyle(backend string) lineStyle {
 }
 
 // WritePlotFile writes the speedup-vs-M picture of rep to path, as PNG or
-// SVG by the file's extension.
-func WritePlotFile(path string, rep *Report) (err error) {
+// SVG by the file's extension, atomically (checkpoint.WriteBytes): path
+// holds its old contents or the whole picture, never a part.
+func WritePlotFile(path string, rep *Report) error {
 	format := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
 	if format != "png" && format != "svg" {
 		return fmt.Errorf("%w: %s", ErrPlotFormat, path)
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	var b bytes.Buffer
+	if err := WritePlot(&b, format, rep); err != nil {
+		return err
+	}
+	if err := checkpoint.WriteBytes(context.Background(), path, b.Bytes(), &checkpoint.WriteOptions{Force: true}); err != nil {
 		return fmt.Errorf("speed: plot: %w", err)
 	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("speed: plot: %w", cerr)
-		}
-	}()
-	return WritePlot(f, format, rep)
+	return nil
 }
 
 // WritePlot draws, for each shape of rep, the speedup of every sparse

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -102,6 +105,9 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 		if len(args) > 0 || f.shapes != "" {
 			return errors.New("--report renders a saved report: give no checkpoint or --shapes")
 		}
+		if err := checkOutputs(f); err != nil {
+			return err
+		}
 		rep, err := readReport(f.report)
 		if err != nil {
 			return err
@@ -130,10 +136,8 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if f.share <= 0 || f.share > 1 {
 		return fmt.Errorf("--gemm-share %v: want a fraction in (0, 1]", f.share)
 	}
-	if f.plot != "" {
-		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".png" && ext != ".svg" {
-			return fmt.Errorf("--plot %s: want a .png or .svg file", f.plot)
-		}
+	if err := checkOutputs(f); err != nil {
+		return err
 	}
 	if f.list {
 		return listShapes(cmd.OutOrStdout(), shapes)
@@ -183,9 +187,70 @@ func readReport(path string) (*speed.Report, error) {
 	return rep, nil
 }
 
+// checkOutputs refuses, before anything is measured, an output file of f
+// that could not be written: a --plot that is not .png or .svg, a
+// directory that does not exist, a path that is a directory, or two
+// outputs (or an output and --report) at one path. A sweep takes minutes;
+// its results should not be lost to a typo in a path.
+func checkOutputs(f *benchFlags) error {
+	if f.plot != "" {
+		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".png" && ext != ".svg" {
+			return fmt.Errorf("--plot %s: want a .png or .svg file", f.plot)
+		}
+	}
+	seen := map[string]string{}
+	if f.report != "" {
+		seen[filepath.Clean(f.report)] = "--report"
+	}
+	for _, o := range []struct{ flag, path string }{{"--policy", f.policy}, {"--plot", f.plot}, {"--markdown", f.markdown}} {
+		if o.path == "" {
+			continue
+		}
+		clean := filepath.Clean(o.path)
+		if other, ok := seen[clean]; ok {
+			return fmt.Errorf("%s %s: the same file as %s", o.flag, o.path, other)
+		}
+		seen[clean] = o.flag
+		dir := filepath.Dir(clean)
+		st, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("%s %s: directory %s does not exist", o.flag, o.path, dir)
+		case err != nil:
+			return fmt.Errorf("%s %s: %w", o.flag, o.path, err)
+		case !st.IsDir():
+			return fmt.Errorf("%s %s: %s is not a directory", o.flag, o.path, dir)
+		}
+		if st, err := os.Stat(clean); err == nil && st.IsDir() {
+			return fmt.Errorf("%s %s: is a directory", o.flag, o.path)
+		}
+	}
+	return nil
+}
+
 // writeBenchOutputs writes the policy, plot and Markdown files that f
-// asks for, then the report (JSON or text) on stdout.
+// asks for, each atomically (an old file stays whole until the new one
+// replaces it), then the report (JSON or text) on stdout. The report is
+// printed even when a file could not be written, so that a sweep's
+// measurements survive (a --json report renders again with --report);
+// the file's error is returned.
 func writeBenchOutputs(cmd *cobra.Command, rep *speed.Report, f *benchFlags) error {
+	ferr := writeBenchFiles(cmd.Context(), rep, f)
+	var err error
+	if f.asJSON {
+		err = writeJSONTo(cmd.OutOrStdout(), rep)
+	} else {
+		err = speed.WriteText(cmd.OutOrStdout(), rep)
+	}
+	if ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// writeBenchFiles writes the policy, plot and Markdown files that f asks
+// for, stopping at the first error.
+func writeBenchFiles(ctx context.Context, rep *speed.Report, f *benchFlags) error {
 	policy := speed.DerivePolicy(rep.Shapes, rep.Rows, rep.Method.MinSpeedup)
 	if f.policy != "" {
 		if err := writeJSONFile(f.policy, speed.NewPolicy(rep, policy)); err != nil {
@@ -202,16 +267,13 @@ func writeBenchOutputs(cmd *cobra.Command, rep *speed.Report, f *benchFlags) err
 		if f.plot != "" {
 			plotRef = filepath.Base(f.plot)
 		}
-		if err := writeFileWith(f.markdown, func(w io.Writer) error {
-			return speed.WriteMarkdown(w, rep, policy, plotRef)
-		}); err != nil {
-			return err
+		var b bytes.Buffer
+		if err := speed.WriteMarkdown(&b, rep, policy, plotRef); err != nil {
+			return fmt.Errorf("%s: %w", f.markdown, err)
 		}
+		return writeFile(ctx, f.markdown, b.Bytes())
 	}
-	if f.asJSON {
-		return writeJSONTo(cmd.OutOrStdout(), rep)
-	}
-	return speed.WriteText(cmd.OutOrStdout(), rep)
+	return nil
 }
 
 // benchShapes returns the shapes of the checkpoint argument or of
@@ -298,26 +360,19 @@ func commandLine(cmd *cobra.Command, args []string) string {
 	return strings.Join(parts, " ")
 }
 
-// writeJSONFile writes v as indented JSON to path.
+// writeJSONFile writes v as indented JSON to path, atomically.
 func writeJSONFile(path string, v any) error {
-	return writeFileWith(path, func(w io.Writer) error { return writeJSONTo(w, v) })
-}
-
-// writeFileWith creates path and lets write fill it.
-func writeFileWith(path string, write func(io.Writer) error) (err error) {
-	file, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := file.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	if err := write(file); err != nil {
+	var b bytes.Buffer
+	if err := writeJSONTo(&b, v); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return nil
+	return writeFile(context.Background(), path, b.Bytes())
+}
+
+// writeFile writes data as path, replacing an existing file atomically
+// (checkpoint.WriteBytes): path holds its old contents or all of data.
+func writeFile(ctx context.Context, path string, data []byte) error {
+	return checkpoint.WriteBytes(ctx, path, data, &checkpoint.WriteOptions{Force: true})
 }
 
 // countBar is bench's progress: a bar on a terminal, else one line per

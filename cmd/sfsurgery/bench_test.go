@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -61,6 +62,11 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "--shapes", "64x64", "--sparse-candidates", "-1", "--list"},
 		{"bench", "--shapes", "64x64", "--graph-calls", "0", "--list"},
 		{"bench", "--shapes", "64x64", "--plot", "out.gif", "--list"},
+		{"bench", "--shapes", "64x64", "--plot", "/no/such/dir/b.png", "--list"},
+		{"bench", "--shapes", "64x64", "--markdown", "/no/such/dir/b.md", "--list"},
+		{"bench", "--shapes", "64x64", "--policy", ".", "--list"},
+		{"bench", "--shapes", "64x64", "--markdown", "b.md", "--policy", "./b.md", "--list"},
+		{"bench", "--shapes", "64x64", "--markdown", "bench_test.go/b.md", "--list"},
 		{"bench", "/no/such/checkpoint", "--list"},
 	} {
 		code, out, errs := sfs(t, args...)
@@ -148,6 +154,26 @@ func TestBenchReport(t *testing.T) {
 	}
 	if st, err := os.Stat(png); err != nil || st.Size() == 0 {
 		t.Errorf("plot: %v", err)
+	}
+	// Again over the same files: each replaced whole, no temporary left.
+	if code, _, errs := sfs(t, "bench", "--report", saved, "--markdown", md, "--plot", png, "--policy", pol); code != exitOK {
+		t.Fatalf("second render: exit %d, stderr %q", code, errs)
+	}
+	if names, err := filepath.Glob(filepath.Join(dir, ".*")); err != nil || len(names) != 0 {
+		t.Errorf("left in %s: %v (%v)", dir, names, err)
+	}
+	// An output over the report it renders is refused before anything is
+	// written.
+	before, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := sfs(t, "bench", "--report", saved, "--markdown", saved); code != exitError ||
+		!strings.Contains(errs, "the same file as --report") {
+		t.Errorf("--markdown over --report: exit %d, %q", code, errs)
+	}
+	if after, err := os.ReadFile(saved); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the saved report changed: %v", err)
 	}
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"schema":"other/1"}`), 0o644); err != nil {
