@@ -650,24 +650,33 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	// CTAs first (planGemv's choice) where there is one (gemvPairRows);
 	// then, from gemvGroupPickTokens, the token-group plan of two groups
 	// in clusters; the other group plans last (a full list only).
-	var lead, gp []gemvPlan
+	var lead, gp, late []gemvPlan
 	if o == (gemvOptions{}) {
 		if hy, ok := md.hybridPlan(m, n, k, lim); ok {
-			lead = append(lead, hy)
+			if hy.cps <= gemvHyLeadChunks {
+				lead = append(lead, hy)
+			} else {
+				late = append(late, hy)
+			}
 		}
 		if i := slices.IndexFunc(all, func(r rated) bool { return r.p.rb == 2 }); i >= 0 {
 			lead = append(lead, all[i].p)
 			all = slices.Delete(all, i, i+1)
 		}
 		gp = md.groupPlans(m, n, k, lim)
-		if len(gp) > 0 && gp[0].cluster > 0 && m >= gemvGroupPickTokens && gp[0].cps <= gemvGroupPickChunks {
-			lead, gp = append(lead, gp[0]), gp[1:]
+		if i := groupPick(m, gp); i >= 0 {
+			lead, gp = append(lead, gp[i]), slices.Delete(gp, i, i+1)
 		}
 		if count < gemvMaxCandidates {
 			gp = nil
 		}
 	}
-	ranked := max(0, count-len(lead)-len(gp))
+	// A hybrid that does not lead comes second, after the first plan;
+	// where there is room for only one plan, that is the first.
+	ranked := max(0, count-len(lead)-len(gp)-len(late))
+	if len(late) > 0 && len(lead) == 0 && ranked == 0 {
+		late, ranked = nil, max(0, count-len(gp))
+	}
 	// Where both forms are weighed, at most half the ranked plans (rounded
 	// up) are of either, unless the other runs short: a list an engine
 	// times on its GPU should hold the best plans of both, whatever the
@@ -694,6 +703,9 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	for _, r := range chosen {
 		out = append(out, r.p)
 	}
+	if len(late) > 0 {
+		out = slices.Insert(out, min(1, len(out)), late...)
+	}
 	out = append(out, gp...)
 	return out, nil
 }
@@ -706,12 +718,23 @@ const (
 	gemvHyMinCTAs   = 64
 )
 
+// gemvHyLeadChunks is the longest slice, in chunks, on which planGemv
+// runs the hybrid first; on longer ones it is the second candidate, which
+// engines and bench time. SparseMatmul's default against the fastest of
+// bench's 8 candidates (BF16, µs, session 15): on 8B k/v (slices of 32
+// chunks) the hybrid was the fastest at 1-8 tokens on the H100 and the
+// H200; on 70B k/v (64 chunks) it was on the H100 at 1-2 tokens only (7.0
+// against 7.2), and on the H200 it took 6.8, 6.8, 7.4, 7.9 at 1, 2, 4, 8
+// tokens against the 16-slice plan's 6.5, 6.6, 6.7, 6.9.
+const gemvHyLeadChunks = 32
+
 // hybridPlan returns the hybrid's pair (two slices of 32-row CTAs in
 // 4-chunk stages, the activations staged whole up to 2 tokens and in
-// windows of gemvHyWindow chunks from 4) that planGemv runs, ahead of the
-// model's plans, for m of at most gemvHyMaxTokens tokens where its grid is
-// one wave of at least gemvHyMinCTAs CTAs (n of 1024-2112 rows on an
-// H100), and false where there is none. Measured against the planner's
+// windows of gemvHyWindow chunks from 4) that the candidates hold, for m
+// of at most gemvHyMaxTokens tokens where its grid is one wave of at
+// least gemvHyMinCTAs CTAs (n of 1024-2112 rows on an H100), and false
+// where there is none: first (planGemv's plan) on slices of at most
+// gemvHyLeadChunks chunks, else second. Measured against the planner's
 // plan of the time (H100, `pdl_probe hy`, µs; kernels/notes.md, session
 // 14): 70B k/v (1024 × 8192) 7.0-7.3 against 8.0 at one token, 7.4
 // against 8.1 at two, 7.5 against 8.1 at four, 8.1 against 8.3 at eight,
@@ -772,6 +795,51 @@ const (
 	gemvGroupPickChunks = 32
 )
 
+// gemvGroupPickShortTokens and gemvGroupPickShortChunks extend that pick
+// down to 16 tokens where a slice holds at most 16 chunks (8 slices of
+// k/v's 4096 or 8192 columns; every other Llama-3 shape's first group
+// plan has slices of 32 chunks or more). There two groups of 8 or 16 in
+// clusters were bench's fastest candidate at 16 and 32 tokens on the H100
+// and the H200, both types (docs/decode-h*-*.md, session 15), while
+// planGemv's own plan took, on the H200 (BF16, µs), 6.7 against 5.8 on
+// 8B k/v and 7.8 against 7.1 on 70B k/v at 16 tokens.
+const (
+	gemvGroupPickShortTokens = 16
+	gemvGroupPickShortChunks = 16
+)
+
+// gemvGroupPickMinChunks: from gemvGroupPickTokens, planGemv picks the
+// first group plan whose slices hold at least this many chunks, where
+// there is one. On 8B k/v at 64 tokens two groups of 32 in clusters over
+// 8 slices of 8 chunks took 8.26 µs, four groups of 16 over 4 slices of 16
+// 7.37 (H100, BF16, SparseMatmul's plan against the fastest of bench's 8
+// candidates; F16 alike, and bench's fastest on the H200 too: 7.2); on
+// 70B k/v two groups over 8 slices of 16 were the fastest on both GPUs.
+const gemvGroupPickMinChunks = 16
+
+// groupPick returns the index of the group plan of gp that planGemv runs
+// for m tokens (see gemvGroupPickTokens, gemvGroupPickShortTokens and
+// gemvGroupPickMinChunks), or -1 for none.
+func groupPick(m int, gp []gemvPlan) int {
+	if len(gp) == 0 {
+		return -1
+	}
+	if gp[0].cluster == 0 {
+		return -1 // no two groups in clusters: groups of 8-32 tokens fill the grid
+	}
+	if m >= gemvGroupPickTokens {
+		i := max(0, slices.IndexFunc(gp, func(p gemvPlan) bool { return p.cps >= gemvGroupPickMinChunks }))
+		if gp[i].cps <= gemvGroupPickChunks {
+			return i
+		}
+		return -1
+	}
+	if m >= gemvGroupPickShortTokens && gp[0].cps <= gemvGroupPickShortChunks {
+		return 0
+	}
+	return -1
+}
+
 // groupPlans returns the token-group plans the candidates end with (at
 // most two, of the warpgroup form on sm_90a devices, from
 // gemvGroupMinTokens tokens): groups of 32 or 16 tokens where they make
@@ -779,8 +847,8 @@ const (
 // keep the grid within one wave, in 4-chunk stages, the activations staged
 // whole where they fit; two groups launch as clusters. The model has no
 // term for reading the weight once per group, so it does not rank them:
-// an engine times them beside its plans, and planGemv picks the first
-// only within gemvGroupPickTokens and gemvGroupPickChunks (candidates).
+// an engine times them beside its plans, and planGemv picks one only
+// where groupPick says (candidates).
 func (md gemvModel) groupPlans(m, n, k int, lim gemvLimits) []gemvPlan {
 	if !lim.wg || m < gemvGroupMinTokens {
 		return nil

@@ -392,7 +392,10 @@ func TestGemvCandidate(t *testing.T) {
 // one wave, two groups in clusters (the plans that measured fastest at 32 and 64 tokens
 // on the H100), at the end of the list, except that from
 // gemvGroupPickTokens two groups in clusters over slices of at most
-// gemvGroupPickChunks come first, as planGemv's choice, or second after a
+// gemvGroupPickChunks (from gemvGroupPickShortTokens over slices of at
+// most gemvGroupPickShortChunks) come first, or, from gemvGroupPickTokens,
+// the first group plan over slices of gemvGroupPickMinChunks or more where
+// one is, as planGemv's choice, or second after a
 // pair of 64-row CTAs (gemvPairRows: 8B q/o and down), which leads the
 // list wherever there is one; and their workspace.
 func TestGemvGroupCandidates(t *testing.T) {
@@ -403,16 +406,18 @@ func TestGemvGroupCandidates(t *testing.T) {
 		lead    []string // the candidates' first plans where they are not the model's: a pair, a token-group plan
 		tail    []string // the candidates' last plans
 	}{
-		{64, 1024, 4096, []string{"decode sc4 w4 kw1 s8 xw0 wg tok32 cl2"}, []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}},
+		{64, 1024, 4096, []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}, []string{"decode sc4 w4 kw1 s8 xw0 wg tok32 cl2"}}, // slices of 16, not 8
 		{64, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw8 wg r64 pair", "decode sc4 w4 kw1 s2 xw8 wg tok32 cl2"},
 			[]string{"decode sc4 w4 kw1 s1 xw8 wg tok16"}},
 		{64, 8192, 8192, nil, []string{"decode sc4 w4 kw1 s1 xw8 wg tok32 cl2"}}, // slices of 128 chunks; 16-token groups: 256 CTAs
 		{40, 1024, 8192, []string{"decode sc4 w4 kw1 s8 xw0 wg tok32 cl2"}, []string{"decode sc4 w4 kw1 s4 xw0 wg tok16"}},
 		{33, 4096, 14336, []string{"decode sc2 w4 kw1 s2 xw8 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw8 wg tok32 cl2", "decode sc4 w4 kw1 s1 xw8 wg tok16"}}, // 3 groups of 16
 		{64, 14336, 4096, nil, nil}, // 112 CTAs of 128 rows: no room for groups
-		{32, 1024, 4096, nil, []string{"decode sc4 w4 kw1 s8 xw0 wg tok16 cl2"}}, // one group of 32
+		{32, 1024, 4096, []string{"decode sc4 w4 kw1 s8 xw0 wg tok16 cl2"}, nil}, // slices of 8 chunks: picked from 16 tokens
 		{17, 8192, 8192, nil, []string{"decode sc4 w4 kw1 s1 xw8 wg tok16 cl2"}},
-		{16, 1024, 4096, nil, []string{"decode sc4 w4 kw1 s8 xw0 wg tok8 cl2"}},
+		{16, 1024, 4096, []string{"decode sc4 w4 kw1 s8 xw0 wg tok8 cl2"}, nil},
+		{16, 1024, 8192, []string{"decode sc4 w4 kw1 s8 xw0 wg tok8 cl2"}, nil},                                               // slices of 16 chunks
+		{16, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw16 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}}, // of 32
 		{9, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw16 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}},
 		{8, 1024, 4096, []string{"decode sc4 w4 kw1 s2 xw16 wg r32 pair"}, nil}, // the hybrid (hybridPlan)
 	} {
@@ -647,11 +652,13 @@ func TestGemvWGWindowSC2(t *testing.T) {
 	}
 }
 
-// TestGemvHybridPlan checks where planGemv runs the hybrid's pair
+// TestGemvHybridPlan checks where the candidates hold the hybrid's pair
 // (hybridPlan): on the warpgroup form's devices, for at most
 // gemvHyMaxTokens tokens and grids of gemvHyMinCTAs CTAs up to one wave,
 // in 4-chunk stages, the activations whole up to 2 tokens and in windows
-// of 16 chunks from 4 where a slice holds more; nowhere else.
+// of 16 chunks from 4 where a slice holds more; nowhere else. It is
+// planGemv's plan on slices of at most gemvHyLeadChunks chunks, and the
+// second candidate on longer ones, where planGemv keeps the model's.
 func TestGemvHybridPlan(t *testing.T) {
 	wg := h100Limits
 	wg.wg = true
@@ -659,17 +666,22 @@ func TestGemvHybridPlan(t *testing.T) {
 		m, n, k int
 		lim     gemvLimits
 		want    string // planGemv's plan where it is the hybrid's, else ""
+		second  string // the second candidate where it is the hybrid's, else ""
 	}{
-		{1, 1024, 8192, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},
-		{2, 1024, 8192, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},
-		{4, 1024, 8192, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair"},
-		{8, 1024, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair"},
-		{8, 2112, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair"}, // 132 CTAs: one wave
-		{4, 1024, 1024, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},  // slices of 8 chunks: one window, staged whole
-		{9, 1024, 8192, wg, ""},         // past gemvHyMaxTokens
-		{1, 512, 4096, wg, ""},          // 32 CTAs
-		{1, 2144, 4096, wg, ""},         // 134 CTAs: two waves
-		{1, 1024, 8192, h100Limits, ""}, // no sm_90a module
+		{1, 1024, 4096, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair", ""},
+		{2, 1024, 4096, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair", ""},
+		{4, 1024, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair", ""},
+		{8, 1024, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair", ""},
+		{8, 2112, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair", ""}, // 132 CTAs: one wave
+		{4, 1024, 1024, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair", ""},  // slices of 8 chunks: one window, staged whole
+		{1, 1024, 8192, wg, "", "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},  // slices of 64 chunks
+		{2, 1024, 8192, wg, "", "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},
+		{4, 1024, 8192, wg, "", "decode sc4 w4 kw1 s2 xw16 wg r32 pair"},
+		{8, 1024, 8192, wg, "", "decode sc4 w4 kw1 s2 xw16 wg r32 pair"},
+		{9, 1024, 8192, wg, "", ""},         // past gemvHyMaxTokens
+		{1, 512, 4096, wg, "", ""},          // 32 CTAs
+		{1, 2144, 4096, wg, "", ""},         // 134 CTAs: two waves
+		{1, 1024, 8192, h100Limits, "", ""}, // no sm_90a module
 	} {
 		p, err := planGemv(c.m, c.n, c.k, c.lim, gemvOptions{})
 		if err != nil {
@@ -677,6 +689,25 @@ func TestGemvHybridPlan(t *testing.T) {
 		}
 		if got := p.String(); (p.rb == 1) != (c.want != "") || c.want != "" && got != c.want {
 			t.Errorf("m=%d %dx%d wg %v: planGemv %q, want %q", c.m, c.n, c.k, c.lim.wg, got, c.want)
+		}
+		ps, err := gemvCandidates(c.m, c.n, c.k, c.lim, gemvOptions{}, gemvMaxCandidates)
+		if err != nil || len(ps) != gemvMaxCandidates {
+			t.Fatalf("%+v: %d candidates, %v", c, len(ps), err)
+		}
+		if got := ps[1].String(); (ps[1].rb == 1) != (c.second != "") || c.second != "" && got != c.second {
+			t.Errorf("m=%d %dx%d wg %v: second candidate %q, want %q", c.m, c.n, c.k, c.lim.wg, got, c.second)
+		}
+		if ps[0] != p {
+			t.Errorf("m=%d %dx%d: first candidate %v, planGemv %v", c.m, c.n, c.k, ps[0], p)
+		}
+		hybrids := 0
+		for _, q := range ps {
+			if q.rb == 1 {
+				hybrids++
+			}
+		}
+		if want := len(c.want + c.second); hybrids != min(want, 1) {
+			t.Errorf("m=%d %dx%d: %d hybrids among the candidates", c.m, c.n, c.k, hybrids)
 		}
 		if p.rb == 1 && (p.smem != gemvSmemHy(c.m, p.tiles, p.sc, p.cps, p.xw, true) || p.smem > c.lim.smem) {
 			t.Errorf("m=%d %dx%d: %d bytes of shared memory", c.m, c.n, c.k, p.smem)
