@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -634,22 +635,33 @@ func TestGPUDecodePair(t *testing.T) {
 		}
 	}
 
-	const m, n, k = 16, 4096, 4096
+	checkPairFallback(t, d, rng, 16, 4096, 4096, gemvOptions{rows: 64, pair: 1}, 2)
+}
+
+// checkPairFallback runs the pair plan of opts (CTAs of rb row blocks) on
+// a BF16 n × k weight and m tokens, checks that it is cached as a pair of
+// two slices, then gives the cached plan three slices, whose clusters of
+// two do not tile the grid: the driver refuses the launch, and the run
+// must fall back to the ticket sum with the bits of the same plan over
+// three slices, and cache the plan without the pair.
+func checkPairFallback(t *testing.T, d *Device, rng *rand.Rand, m, n, k int, opts gemvOptions, rb int) {
+	t.Helper()
 	w := newWeight(t, d, rng, BF16, n, k)
 	defer w.free(t)
 	x := upload16(t, d, randDense(rng, BF16, m*k))
 	defer freeAll(t, x)
-	three := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{rows: 64, pair: -1, splits: 3}})
-	opts := gemvOptions{rows: 64, pair: 1}
+	tickets := opts
+	tickets.pair, tickets.splits = -1, 3
+	three := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: tickets})
 	runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
 	key := gemvKey{m, n, k, opts, 0}
 	p, ok := d.fn.gemvPlans[key]
-	if !ok || !p.pair || p.rb != 2 || p.splits != 2 {
-		t.Fatalf("cached plan %v (found %v): want a pair of 64-row CTAs", p, ok)
+	if !ok || !p.pair || p.rb != rb || p.splits != 2 {
+		t.Fatalf("cached plan %v (found %v): want a pair of two slices of %d row blocks", p, ok, rb)
 	}
 	// Three slices: the workspace already holds them (the plan above).
 	checkFallback(t, d, w, x, m, opts, three, func(p *gemvPlan) { p.splits, p.cps = 3, ceilDiv(k/gemvChunk, 3) },
-		func(p gemvPlan) bool { return !p.pair && p.clusterDims() == (dim3{}) })
+		func(p gemvPlan) bool { return !p.pair && p.rb == rb && p.clusterDims() == (dim3{}) })
 }
 
 // TestGPUDecodeHybrid checks the hybrid (CTAs of one 32-row block, the
@@ -707,22 +719,7 @@ func TestGPUDecodeHybrid(t *testing.T) {
 		t.Errorf("%d hybrid plans compared with the mma.sp kernel, want at least 150", compared)
 	}
 
-	const m, n, k = 4, 1024, 4096
-	w := newWeight(t, d, rng, BF16, n, k)
-	defer w.free(t)
-	x := upload16(t, d, randDense(rng, BF16, m*k))
-	defer freeAll(t, x)
-	three := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{rows: 32, pair: -1, splits: 3, sc: 4}})
-	opts := gemvOptions{rows: 32, pair: 1, sc: 4}
-	runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
-	key := gemvKey{m, n, k, opts, 0}
-	p, ok := d.fn.gemvPlans[key]
-	if !ok || !p.pair || p.rb != 1 || p.splits != 2 {
-		t.Fatalf("cached plan %v (found %v): want a hybrid pair", p, ok)
-	}
-	// Three slices: the workspace already holds them (the plan above).
-	checkFallback(t, d, w, x, m, opts, three, func(p *gemvPlan) { p.splits, p.cps = 3, ceilDiv(k/gemvChunk, 3) },
-		func(p gemvPlan) bool { return !p.pair && p.rb == 1 && p.clusterDims() == (dim3{}) })
+	checkPairFallback(t, d, rng, 4, 1024, 4096, gemvOptions{rows: 32, pair: 1, sc: 4}, 1)
 }
 
 // TestGPUDecodeDegenerate runs the decode kernel on weights whose groups
