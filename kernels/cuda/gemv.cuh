@@ -238,6 +238,16 @@ __device__ __forceinline__ void lane_a(Lane<NT>& ln, int lane) {
   ln.meta = 4 * lane;
 }
 
+// lane_b sets the B part of ln for lane: the activations' row of token
+// 8t + lane%8 of n-tile t (tokens past the rows staged read the zero row
+// at index rows), unit lane/8 of the k-tile, in a buffer at xs of rows of
+// ts words.
+template <int NT>
+__device__ __forceinline__ void lane_b(Lane<NT>& ln, uint32_t xs, int rows, int ts, int lane) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) ln.xa[t] = xs + 4 * min(8 * t + (lane & 7), rows) * ts + 16 * (lane >> 3);
+}
+
 // zero_acc clears a warp's accumulators.
 template <int NT>
 __device__ __forceinline__ void zero_acc(float (&acc)[NT][2][4]) {
@@ -548,8 +558,7 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   // the k-tile.
   Lane<NT> ln;
   lane_a<SC>(ln, lane);
-#pragma unroll
-  for (int t = 0; t < NT; ++t) ln.xa[t] = xs + 4 * min(8 * t + (lane & 7), rows) * ts + 16 * (lane >> 3);
+  lane_b(ln, xs, rows, ts, lane);
 
   float acc[NT][2][4];
   zero_acc(acc);

@@ -125,8 +125,7 @@ __device__ __forceinline__ void kernel_hy(float* __restrict__ Y, const uint16_t*
 
   Lane<NT> ln;
   lane_a<SC>(ln, lane);
-#pragma unroll
-  for (int t = 0; t < NT; ++t) ln.xa[t] = xs + 4 * min(8 * t + (lane & 7), rows) * ts + 16 * (lane >> 3);
+  lane_b(ln, xs, rows, ts, lane);
   float acc[NT][2][4];
   zero_acc(acc);
   const int rounds = (nst + kC - 1) / kC;
