@@ -653,7 +653,7 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 	var lead, gp, late []gemvPlan
 	if o == (gemvOptions{}) {
 		if hy, ok := md.hybridPlan(m, n, k, lim); ok {
-			if hy.cps <= gemvHyLeadChunks {
+			if hybridLeads(m, hy) {
 				lead = append(lead, hy)
 			} else {
 				late = append(late, hy)
@@ -719,22 +719,36 @@ const (
 )
 
 // gemvHyLeadChunks is the longest slice, in chunks, on which planGemv
-// runs the hybrid first; on longer ones it is the second candidate, which
-// engines and bench time. SparseMatmul's default against the fastest of
-// bench's 8 candidates (BF16, µs, session 15): on 8B k/v (slices of 32
-// chunks) the hybrid was the fastest at 1-8 tokens on the H100 and the
-// H200; on 70B k/v (64 chunks) it was on the H100 at 1-2 tokens only (7.0
-// against 7.2), and on the H200 it took 6.8, 6.8, 7.4, 7.9 at 1, 2, 4, 8
-// tokens against the 16-slice plan's 6.5, 6.6, 6.7, 6.9.
-const gemvHyLeadChunks = 32
+// runs the hybrid first at up to gemvHyMaxTokens tokens, and
+// gemvHyLeadLongChunks the longest at up to gemvHyLeadLongTokens; on
+// longer ones it is the second candidate, which engines and bench time.
+// SparseMatmul's default against the fastest of bench's 8 candidates
+// (BF16, µs, session 15): on 8B k/v (slices of 32 chunks) the hybrid was
+// the fastest at 1-8 tokens on the H100 and the H200; on TinyLlama's down
+// (2048 × 5632, 44 chunks) at 1, 2, 4 tokens on the H200 (6.8, 7.0, 7.4)
+// but not 8 (7.9 against 8 slices' 7.9), and at 1 on the H100 (7.6
+// against 8.4); on 70B k/v (64 chunks) on the H100 at 1-2 tokens only
+// (7.0 against 7.2), and on the H200 it took 6.8, 6.8, 7.4, 7.9 at 1, 2,
+// 4, 8 tokens against the 16-slice plan's 6.5, 6.6, 6.7, 6.9.
+const (
+	gemvHyLeadChunks     = 32
+	gemvHyLeadLongChunks = 48
+	gemvHyLeadLongTokens = 4
+)
+
+// hybridLeads reports whether planGemv runs the hybrid's plan hy for m
+// tokens ahead of the model's (gemvHyLeadChunks).
+func hybridLeads(m int, hy gemvPlan) bool {
+	return hy.cps <= gemvHyLeadChunks || hy.cps <= gemvHyLeadLongChunks && m <= gemvHyLeadLongTokens
+}
 
 // hybridPlan returns the hybrid's pair (two slices of 32-row CTAs in
 // 4-chunk stages, the activations staged whole up to 2 tokens and in
 // windows of gemvHyWindow chunks from 4) that the candidates hold, for m
 // of at most gemvHyMaxTokens tokens where its grid is one wave of at
 // least gemvHyMinCTAs CTAs (n of 1024-2112 rows on an H100), and false
-// where there is none: first (planGemv's plan) on slices of at most
-// gemvHyLeadChunks chunks, else second. Measured against the planner's
+// where there is none: first (planGemv's plan) where hybridLeads says,
+// else second. Measured against the planner's
 // plan of the time (H100, `pdl_probe hy`, µs; kernels/notes.md, session
 // 14): 70B k/v (1024 × 8192) 7.0-7.3 against 8.0 at one token, 7.4
 // against 8.1 at two, 7.5 against 8.1 at four, 8.1 against 8.3 at eight,

@@ -657,8 +657,9 @@ func TestGemvWGWindowSC2(t *testing.T) {
 // gemvHyMaxTokens tokens and grids of gemvHyMinCTAs CTAs up to one wave,
 // in 4-chunk stages, the activations whole up to 2 tokens and in windows
 // of 16 chunks from 4 where a slice holds more; nowhere else. It is
-// planGemv's plan on slices of at most gemvHyLeadChunks chunks, and the
-// second candidate on longer ones, where planGemv keeps the model's.
+// planGemv's plan where hybridLeads says (slices of at most 32 chunks, or
+// 48 up to 4 tokens), and the second candidate elsewhere, where planGemv
+// keeps the model's.
 func TestGemvHybridPlan(t *testing.T) {
 	wg := h100Limits
 	wg.wg = true
@@ -673,6 +674,8 @@ func TestGemvHybridPlan(t *testing.T) {
 		{4, 1024, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair", ""},
 		{8, 1024, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair", ""},
 		{8, 2112, 4096, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair", ""}, // 132 CTAs: one wave
+		{4, 2048, 5632, wg, "decode sc4 w4 kw1 s2 xw16 wg r32 pair", ""}, // slices of 44 chunks: first up to 4 tokens
+		{8, 2048, 5632, wg, "", "decode sc4 w4 kw1 s2 xw16 wg r32 pair"}, // then second
 		{4, 1024, 1024, wg, "decode sc4 w4 kw1 s2 xw0 wg r32 pair", ""},  // slices of 8 chunks: one window, staged whole
 		{1, 1024, 8192, wg, "", "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},  // slices of 64 chunks
 		{2, 1024, 8192, wg, "", "decode sc4 w4 kw1 s2 xw0 wg r32 pair"},
