@@ -100,6 +100,10 @@ type Row struct {
 	// kernels.Device.SparseCandidates names it (an engine runs it with
 	// SparseMatmulCandidate); empty for the other backends.
 	Plan string `json:"plan,omitempty"`
+	// DefaultUS is, for ours when its fastest plan is not the planner's
+	// own (the plan SparseMatmul runs, candidate 1), that plan's median in
+	// µs: what a caller that does not pick a plan gets. 0 otherwise.
+	DefaultUS float64 `json:"default_us,omitempty"`
 	// Error is set when the row has no time: the result was wrong, the
 	// backend does not take the shape, or a call failed.
 	Error    string  `json:"error,omitempty"`
