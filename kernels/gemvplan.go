@@ -726,8 +726,8 @@ const (
 // (BF16, µs, session 15): on 8B k/v (slices of 32 chunks) the hybrid was
 // the fastest at 1-8 tokens on the H100 and the H200; on TinyLlama's down
 // (2048 × 5632, 44 chunks) at 1, 2, 4 tokens on the H200 (6.8, 7.0, 7.4)
-// but not 8 (7.9 against 8 slices' 7.9), and at 1 on the H100 (7.6
-// against 8.4); on 70B k/v (64 chunks) on the H100 at 1-2 tokens only
+// but not at 8 (an 8-slice plan was the fastest, 7.7-7.9), and at 1 on
+// the H100 (7.6 against 8.4 for the plans before it); on 70B k/v (64 chunks) on the H100 at 1-2 tokens only
 // (7.0 against 7.2), and on the H200 it took 6.8, 6.8, 7.4, 7.9 at 1, 2,
 // 4, 8 tokens against the 16-slice plan's 6.5, 6.6, 6.7, 6.9.
 const (
