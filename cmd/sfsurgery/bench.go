@@ -253,7 +253,7 @@ func writeBenchOutputs(cmd *cobra.Command, rep *speed.Report, f *benchFlags) err
 func writeBenchFiles(ctx context.Context, rep *speed.Report, f *benchFlags) error {
 	policy := speed.DerivePolicy(rep.Shapes, rep.Rows, rep.Method.MinSpeedup)
 	if f.policy != "" {
-		if err := writeJSONFile(f.policy, speed.NewPolicy(rep, policy)); err != nil {
+		if err := writeJSONFile(ctx, f.policy, speed.NewPolicy(rep, policy)); err != nil {
 			return err
 		}
 	}
@@ -361,12 +361,12 @@ func commandLine(cmd *cobra.Command, args []string) string {
 }
 
 // writeJSONFile writes v as indented JSON to path, atomically.
-func writeJSONFile(path string, v any) error {
+func writeJSONFile(ctx context.Context, path string, v any) error {
 	var b bytes.Buffer
 	if err := writeJSONTo(&b, v); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return writeFile(context.Background(), path, b.Bytes())
+	return writeFile(ctx, path, b.Bytes())
 }
 
 // writeFile writes data as path, replacing an existing file atomically
