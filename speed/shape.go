@@ -46,9 +46,10 @@ func (s Shape) Label() string {
 }
 
 // opIndex returns the place of op in the canonical order of LLaMA
-// projections (q, k, v, o, gate, up, down), or -1.
+// projections (q, k, v, o, gate, up, down, each stack after its last
+// part), or -1.
 func opIndex(op string) int {
-	return slices.Index([]string{"q", "k", "v", "o", "gate", "up", "down"}, op)
+	return slices.Index([]string{"q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down"}, op)
 }
 
 // opRank orders op names: LLaMA projections first, in their canonical
@@ -66,14 +67,16 @@ func opRank(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// projRE finds the projection of a LLaMA-family tensor name.
-var projRE = regexp.MustCompile(`(?:^|\.)(q|k|v|o|gate|up|down)_proj\.weight$`)
+// projRE finds the projection of a LLaMA-family tensor name, or of a
+// checkpoint that stores the stacks of Fused (Phi-3's qkv_proj and
+// gate_up_proj).
+var projRE = regexp.MustCompile(`(?:^|\.)(q|k|v|o|gate|up|down|qkv|gate_up)_proj\.weight$`)
 
 // layerRE finds a layer index, replaced by * in labels of other targets.
 var layerRE = regexp.MustCompile(`\.\d+\.`)
 
 // OpName returns the op label of a weight name: "q" … "down" for the
-// LLaMA projections, else the name with its layer index replaced by "*"
+// LLaMA projections ("qkv", "gate_up" for stacked ones), else the name with its layer index replaced by "*"
 // and ".weight" dropped.
 func OpName(name string) string {
 	if m := projRE.FindStringSubmatch(name); m != nil {
@@ -124,8 +127,9 @@ func (s *shapeSet) shapes() []Shape {
 // weights, labelled with model and the op names that use them, in the
 // order of their first op. Targets are the default projections of prune
 // (attention q/k/v/o, MLP gate/up/down) stored dense, and every weight
-// stored compressed (a checkpoint written by prune).
-func FromCheckpoint(ck *checkpoint.Checkpoint, model string) ([]Shape, error) {
+// stored compressed (a checkpoint written by prune). With Fused, each
+// layer's q, k, v and gate, up count as the stacks an engine multiplies.
+func FromCheckpoint(ck *checkpoint.Checkpoint, model string, f Fusion) ([]Shape, error) {
 	sel, err := surgery.NewSelector(nil, nil, surgery.ScopeAll)
 	if err != nil {
 		return nil, fmt.Errorf("speed: target selector: %w", err)
@@ -155,23 +159,40 @@ func FromCheckpoint(ck *checkpoint.Checkpoint, model string) ([]Shape, error) {
 	if len(ws) == 0 {
 		return nil, fmt.Errorf("%w: %s has no target weights (q/k/v/o/gate/up/down projections)", ErrShape, model)
 	}
-	slices.SortStableFunc(ws, func(a, b weight) int { return opRank(OpName(a.name), OpName(b.name)) })
+	ps := make([]projection, len(ws))
+	for i, w := range ws {
+		ps[i] = projection{model: model, module: moduleOf(w.name), op: OpName(w.name), n: w.n, k: w.k}
+	}
+	if f == Fused {
+		ps = fuse(ps)
+	}
+	slices.SortStableFunc(ps, func(a, b projection) int { return opRank(a.op, b.op) })
 	set := newShapeSet()
-	for _, w := range ws {
-		set.add(model, OpName(w.name), w.n, w.k, 1)
+	for _, p := range ps {
+		set.add(p.model, p.op, p.n, p.k, 1)
 	}
 	return set.shapes(), nil
+}
+
+// archProjections returns the projections of one layer of a LLaMA-family
+// architecture, in module mod.
+func archProjections(a synth.Arch, mod string) []projection {
+	h, kv, in := a.Hidden, a.Hidden/a.Heads*a.KVHeads, a.Intermediate
+	var ps []projection
+	for _, p := range []struct {
+		op   string
+		n, k int
+	}{{"q", h, h}, {"k", kv, h}, {"v", kv, h}, {"o", h, h}, {"gate", in, h}, {"up", in, h}, {"down", h, in}} {
+		ps = append(ps, projection{model: a.Name, module: mod, op: p.op, n: p.n, k: p.k})
+	}
+	return ps
 }
 
 // ArchShapes returns the projection shapes of a LLaMA-family architecture,
 // one of each op per layer (Count is per layer).
 func ArchShapes(a synth.Arch) []Shape {
-	h, kv, in := a.Hidden, a.Hidden/a.Heads*a.KVHeads, a.Intermediate
 	set := newShapeSet()
-	for _, p := range []struct {
-		op   string
-		n, k int
-	}{{"q", h, h}, {"k", kv, h}, {"v", kv, h}, {"o", h, h}, {"gate", in, h}, {"up", in, h}, {"down", h, in}} {
+	for _, p := range archProjections(a, "") {
 		set.add(a.Name, p.op, p.n, p.k, 1)
 	}
 	return set.shapes()
@@ -180,20 +201,19 @@ func ArchShapes(a synth.Arch) []Shape {
 // ParseShapes reads the --shapes flag: comma-separated items, each an
 // architecture name (tinyllama, llama3-8b, llama3-70b: all its projection
 // shapes), NxK (a bare shape), or OPS=NxK with OPS op names joined by "+"
-// (q+o=4096x4096). Repeated shapes are merged.
-func ParseShapes(spec string) ([]Shape, error) {
-	set := newShapeSet()
-	for item := range strings.SplitSeq(spec, ",") {
+// (q+o=4096x4096). Repeated shapes are merged. With Fused, an
+// architecture's q, k, v and gate, up are measured as their stacks, and
+// so are the OPS=NxK items' where they name a whole group (q=…,k=…,v=…).
+func ParseShapes(spec string, f Fusion) ([]Shape, error) {
+	var ps []projection
+	for i, item := range slices.Collect(strings.SplitSeq(spec, ",")) {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
 		}
 		if a, err := synth.ParseArch(item); err == nil {
-			for _, s := range ArchShapes(a) {
-				for _, op := range s.Ops {
-					set.add(s.Model, op, s.N, s.K, 1)
-				}
-			}
+			// Each architecture item is one layer of its own.
+			ps = append(ps, archProjections(a, fmt.Sprint("item ", i))...)
 			continue
 		}
 		ops, dims, labelled := strings.Cut(item, "=")
@@ -206,15 +226,22 @@ func ParseShapes(spec string) ([]Shape, error) {
 				strings.Join(synth.ArchNames(), ", "))
 		}
 		if ops == "" {
-			set.add("", "", n, k, 1)
+			ps = append(ps, projection{n: n, k: k})
 			continue
 		}
 		for op := range strings.SplitSeq(ops, "+") {
 			if op = strings.TrimSpace(op); op == "" {
 				return nil, fmt.Errorf("%w: --shapes item %q: empty op name", ErrShape, item)
 			}
-			set.add("", op, n, k, 1)
+			ps = append(ps, projection{op: op, n: n, k: k}) // bare items share the module ""
 		}
+	}
+	if f == Fused {
+		ps = fuse(ps)
+	}
+	set := newShapeSet()
+	for _, p := range ps {
+		set.add(p.model, p.op, p.n, p.k, 1)
 	}
 	out := set.shapes()
 	if len(out) == 0 {

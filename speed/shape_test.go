@@ -14,7 +14,7 @@ func TestFromCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	got, err := FromCheckpoint(ck, "tiny")
+	got, err := FromCheckpoint(ck, "tiny", Separate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func equalShape(a, b Shape) bool {
 }
 
 func TestParseShapes(t *testing.T) {
-	got, err := ParseShapes("llama3-8b, q+o=512x256, 96x64, 512X256, gate=96x64")
+	got, err := ParseShapes("llama3-8b, q+o=512x256, 96x64, 512X256, gate=96x64", Separate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +61,14 @@ func TestParseShapes(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", ",", "4096", "0x64", "ax64", "q+=64x64", "llama9", "-1x5"} {
-		if _, err := ParseShapes(bad); !errors.Is(err, ErrShape) {
+		if _, err := ParseShapes(bad, Separate); !errors.Is(err, ErrShape) {
 			t.Errorf("ParseShapes(%q) = %v, want ErrShape", bad, err)
 		}
 	}
 }
 
 func TestArchShapes70B(t *testing.T) {
-	got, err := ParseShapes("llama3-70b")
+	got, err := ParseShapes("llama3-70b", Separate)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ type benchFlags struct {
 	plot, policy, markdown    string
 	report                    string
 	asJSON, list, quiet, noLt bool
+	fuse                      bool
 	share                     float64
 	runs, warmup, candidates  int
 	sparseCandidates          int
@@ -61,6 +62,11 @@ same run and each row reports the fraction of its floor it reached.
 --shapes takes NxK (out x in), OPS=NxK (q+o=4096x4096) or a model
 shape: tinyllama, llama3-8b, llama3-70b.
 
+--fuse measures the matrices a serving engine multiplies instead of the
+ones the checkpoint stores: each layer's q, k and v stacked into one qkv
+matrix and gate and up into one gate_up matrix, as vLLM and TensorRT-LLM
+load them (Llama-3-8B: qkv 6144x4096, gate_up 28672x4096).
+
 --policy writes, per op and shape, the M ranges where a sparse backend
 won by at least 5% (dense everywhere else), with the GPU, driver and
 library versions. The end-to-end estimate assumes the projections take
@@ -93,6 +99,7 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	fl.IntVar(&f.gpu, "gpu", 0, "CUDA device ordinal")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the random weights and activations")
 	fl.BoolVar(&f.noLt, "no-cusparselt", false, "leave cuSPARSELt out")
+	fl.BoolVar(&f.fuse, "fuse", false, "measure q,k,v and gate,up stacked per layer (qkv, gate_up), as serving engines run them")
 	fl.BoolVar(&f.list, "list", false, "list the shapes that would be measured and exit (needs no GPU)")
 	fl.StringVar(&f.report, "report", "", "render a saved --json report (Markdown, plot, policy, text) instead of measuring")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
@@ -102,8 +109,8 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 // runBench is bench's RunE.
 func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if f.report != "" {
-		if len(args) > 0 || f.shapes != "" {
-			return errors.New("--report renders a saved report: give no checkpoint or --shapes")
+		if len(args) > 0 || f.shapes != "" || f.fuse {
+			return errors.New("--report renders a saved report: give no checkpoint, --shapes or --fuse")
 		}
 		if err := checkOutputs(f); err != nil {
 			return err
@@ -114,7 +121,11 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 		}
 		return writeBenchOutputs(cmd, rep, f)
 	}
-	shapes, err := benchShapes(args, f.shapes)
+	fusion := speed.Separate
+	if f.fuse {
+		fusion = speed.Fused
+	}
+	shapes, err := benchShapes(args, f.shapes, fusion)
 	if err != nil {
 		return err
 	}
@@ -277,20 +288,20 @@ func writeBenchFiles(ctx context.Context, rep *speed.Report, f *benchFlags) erro
 }
 
 // benchShapes returns the shapes of the checkpoint argument or of
-// --shapes: exactly one of them.
-func benchShapes(args []string, spec string) ([]speed.Shape, error) {
+// --shapes: exactly one of them, stacked as fusion says.
+func benchShapes(args []string, spec string, fusion speed.Fusion) ([]speed.Shape, error) {
 	switch {
 	case len(args) == 1 && spec != "":
 		return nil, errors.New("give a checkpoint or --shapes, not both")
 	case spec != "":
-		return speed.ParseShapes(spec)
+		return speed.ParseShapes(spec, fusion)
 	case len(args) == 1:
 		ck, err := checkpoint.Open(args[0])
 		if err != nil {
 			return nil, err
 		}
 		defer ck.Close()
-		return speed.FromCheckpoint(ck, modelName(args[0]))
+		return speed.FromCheckpoint(ck, modelName(args[0]), fusion)
 	}
 	return nil, errors.New("give a checkpoint or --shapes (e.g. --shapes llama3-8b or --shapes 4096x4096)")
 }

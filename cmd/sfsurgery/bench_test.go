@@ -50,6 +50,24 @@ func TestBenchListShapes(t *testing.T) {
 	}
 }
 
+// TestBenchListFused lists a checkpoint's shapes as an engine stacks them.
+func TestBenchListFused(t *testing.T) {
+	code, out, errs := sfs(t, "bench", "--list", "--fuse", testdataModel)
+	want := `tiny-llama-bf16 qkv          N=512    K=256    count=4
+tiny-llama-bf16 o            N=256    K=256    count=4
+tiny-llama-bf16 gate_up      N=1536   K=256    count=4
+tiny-llama-bf16 down         N=256    K=768    count=4
+`
+	if code != exitOK || out != want {
+		t.Errorf("exit %d, stderr %q, shapes:\n%s\nwant:\n%s", code, errs, out, want)
+	}
+	code, out, _ = sfs(t, "bench", "--list", "--fuse", "--shapes", "llama3-8b")
+	if code != exitOK || !strings.Contains(out, "llama3-8b      qkv          N=6144   K=4096") ||
+		!strings.Contains(out, "llama3-8b      gate_up      N=28672  K=4096") {
+		t.Errorf("exit %d, shapes:\n%s", code, out)
+	}
+}
+
 func TestBenchBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench"},
@@ -175,6 +193,10 @@ func TestBenchReport(t *testing.T) {
 	}
 	if after, err := os.ReadFile(saved); err != nil || !bytes.Equal(before, after) {
 		t.Errorf("the saved report changed: %v", err)
+	}
+	// --fuse chooses what to measure: a saved report has its shapes.
+	if code, _, errs := sfs(t, "bench", "--report", saved, "--fuse"); code != exitError || !strings.Contains(errs, "--fuse") {
+		t.Errorf("--report with --fuse: exit %d, %q", code, errs)
 	}
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"schema":"other/1"}`), 0o644); err != nil {
