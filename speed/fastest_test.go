@@ -2,6 +2,7 @@ package speed
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,9 @@ func TestFastest(t *testing.T) {
 	f := s.fastest(len(per), 1, check, run)
 	if f.cand != 2 || f.sum.Median != 20*time.Microsecond || f.relErr != 2e-6 || f.first != 30*time.Microsecond {
 		t.Errorf("fastest %+v, want candidate 2 at 20 µs, candidate 0 at 30", f)
+	}
+	if want := []time.Duration{30 * time.Microsecond, 0, 20 * time.Microsecond, 25 * time.Microsecond}; !slices.Equal(f.medians, want) {
+		t.Errorf("medians %v, want %v", f.medians, want)
 	}
 	if !errors.Is(f.err, ErrWrong) || !strings.Contains(f.err.Error(), "candidate 2:") {
 		t.Errorf("error %v, want candidate 2 (the second) wrong", f.err)

@@ -85,6 +85,14 @@ type Method struct {
 	GEMMShare float64 `json:"gemm_share"`
 }
 
+// Candidate is one launch plan of ours that a row timed.
+type Candidate struct {
+	Plan string `json:"plan"`
+	// MedianUS is its median in µs; 0 when its result was wrong or a
+	// call failed (the row's Error says which).
+	MedianUS float64 `json:"median_us"`
+}
+
 // Row is one measured product: a shape, a token count M and a backend.
 type Row struct {
 	Model   string   `json:"model,omitempty"`
@@ -104,6 +112,10 @@ type Row struct {
 	// own (the plan SparseMatmul runs, candidate 1), that plan's median in
 	// µs: what a caller that does not pick a plan gets. 0 otherwise.
 	DefaultUS float64 `json:"default_us,omitempty"`
+	// Candidates lists, for ours, every launch plan timed, in the
+	// planner's order (the first is SparseMatmul's own), with its median:
+	// what the planner's ranking is checked against.
+	Candidates []Candidate `json:"candidates,omitempty"`
 	// Error is set when the row has no time: the result was wrong, the
 	// backend does not take the shape, or a call failed.
 	Error    string  `json:"error,omitempty"`

@@ -168,6 +168,9 @@ type fastestRun struct {
 	// first is the median of candidate 0 (the library's own choice: the
 	// heuristic's first, the planner's plan), zero when it was not timed.
 	first time.Duration
+	// medians holds each tried candidate's median, zero where it was not
+	// timed.
+	medians []time.Duration
 }
 
 // fastest checks each of the first tried candidates of a backend and
@@ -175,7 +178,7 @@ type fastestRun struct {
 // against the reference), keeping the one of least median time; run(cand,
 // i) uses rotation copy i of copies.
 func (s *sweeper) fastest(tried, copies int, check func(cand int) (float64, error), run func(cand, i int) error) fastestRun {
-	f := fastestRun{cand: -1}
+	f := fastestRun{cand: -1, medians: make([]time.Duration, tried)}
 	var errs []error
 	for cand := range tried {
 		rel, err := check(cand)
@@ -183,6 +186,9 @@ func (s *sweeper) fastest(tried, copies int, check func(cand int) (float64, erro
 			var sum Summary
 			var hb bool
 			sum, hb, err = s.tm.measure(copies, func(i int) error { return run(cand, i) })
+			if err == nil {
+				f.medians[cand] = sum.Median
+			}
 			if err == nil && cand == 0 {
 				f.first = sum.Median
 			}
@@ -257,6 +263,12 @@ func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 		return row
 	}
 	row.Plan = names[f.cand]
+	if tried > 1 {
+		row.Candidates = make([]Candidate, tried)
+		for i, med := range f.medians {
+			row.Candidates[i] = Candidate{Plan: names[i], MedianUS: us(med)}
+		}
+	}
 	switch {
 	case tried == 1:
 		row.Detail = row.Plan
