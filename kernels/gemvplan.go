@@ -496,9 +496,13 @@ func gemvReduceBatches(m, tiles, s int) int {
 // for two token groups in one wave with slices of at most
 // gemvGroupPickChunks chunks, those, in clusters (groupPlans): the model
 // has no term for them, and they were measured faster there on both an
-// H100 and an H200.
+// H100 and an H200. Where none of those leads, formLead may put a plan of
+// the warpgroup form ahead of the model's own first.
+// TestPlanGemvAgainstBench checks the choice against every candidate
+// bench timed on an H100.
 func planGemv(m, n, k int, lim gemvLimits, o gemvOptions) (gemvPlan, error) {
-	ps, err := defaultGemvModel().candidates(m, n, k, lim, o, 1)
+	// The first of the full list: formLead chooses among its plans.
+	ps, err := defaultGemvModel().candidates(m, n, k, lim, o, gemvMaxCandidates)
 	if err != nil {
 		return gemvPlan{}, err
 	}
@@ -707,7 +711,48 @@ func (md gemvModel) candidates(m, n, k int, lim gemvLimits, o gemvOptions, count
 		out = slices.Insert(out, min(1, len(out)), late...)
 	}
 	out = append(out, gp...)
+	if o == (gemvOptions{}) && len(lead) == 0 {
+		out = formLead(m, n, lim, out)
+	}
 	return out, nil
+}
+
+// gemvPairLeadTokens is the most tokens at which formLead runs a pair of
+// 128-row CTAs first.
+const gemvPairLeadTokens = 32
+
+// formLead returns out with, where the model's own first plan leads (no
+// hybrid, 64-row pair or token-group plan does), one plan of the
+// warpgroup form moved to the front: up to gemvPairLeadTokens tokens the
+// first pair of 128-row CTAs whose grid is one wave; else, where the
+// first plan is the mma.sp form and either the grid of one slice of
+// 128-row CTAs is one wave or there are more than 32 tokens, the first
+// warpgroup plan of one slice. The model was fitted to the eight Llama-3
+// projection shapes, and ranks the mma.sp form first on shapes outside
+// them where the warpgroup form is faster: bench's 8 candidates with
+// their medians (H100, BF16, session 16; kernels/notes.md) put
+// SparseMatmul's own plan 11-15% behind the fastest on Llama-3-8B's
+// stacked qkv (6144 × 4096) at 1-4 tokens, 5-19% on 70B's (10240 × 8192)
+// at 8-64, 7% on 8B's gate_up (28672 × 4096) at 64 and 8-20% on
+// TinyLlama's stacked shapes and q/o. With this rule those rows take the
+// plan that was fastest, and no row of the 168 measured (the eight
+// shapes, both models' stacks, TinyLlama's, M = 1-64) got slower by more
+// than 1%.
+func formLead(m, n int, lim gemvLimits, out []gemvPlan) []gemvPlan {
+	i := -1
+	if m <= gemvPairLeadTokens {
+		i = slices.IndexFunc(out, func(p gemvPlan) bool {
+			return p.pair && p.rb != 1 && 2*ceilDiv(n/32, p.blocks()) <= lim.sms
+		})
+	}
+	if i < 0 && len(out) > 0 && !out[0].wg && (ceilDiv(n, 128) <= lim.sms || m > 32) {
+		i = slices.IndexFunc(out, func(p gemvPlan) bool { return p.wg && p.splits == 1 && p.groups == 0 && p.rb != 1 })
+	}
+	if i <= 0 {
+		return out
+	}
+	first := out[i]
+	return slices.Insert(slices.Delete(out, i, i+1), 0, first)
 }
 
 // gemvHyMaxTokens is the most tokens for which planGemv runs the hybrid

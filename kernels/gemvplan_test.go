@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -715,5 +716,100 @@ func TestGemvHybridPlan(t *testing.T) {
 		if p.rb == 1 && (p.smem != gemvSmemHy(c.m, p.tiles, p.sc, p.cps, p.xw, true) || p.smem > c.lim.smem) {
 			t.Errorf("m=%d %dx%d: %d bytes of shared memory", c.m, c.n, c.k, p.smem)
 		}
+	}
+}
+
+// benchRow is one row of a bench-candidates file: a shape, a token count,
+// and the median of each launch plan bench timed there.
+type benchRow struct {
+	n, k, m int
+	us      map[string]float64
+	best    float64
+}
+
+// loadBenchCandidates reads a bench-candidates file
+// (kernels/scripts/bench_candidates.sh).
+func loadBenchCandidates(t *testing.T, path string) []benchRow {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []benchRow
+	sc := bufio.NewScanner(z)
+	for line := 1; sc.Scan(); line++ {
+		if strings.HasPrefix(sc.Text(), "#") {
+			continue
+		}
+		parts := strings.Split(sc.Text(), " | ")
+		r := benchRow{us: map[string]float64{}}
+		if _, err := fmt.Sscanf(parts[0], "%d %d %d", &r.n, &r.k, &r.m); err != nil || len(parts) < 2 {
+			t.Fatalf("%s:%d: %q: %v", path, line, sc.Text(), err)
+		}
+		for _, c := range parts[1:] {
+			plan, v, ok := strings.Cut(c, " = ")
+			us, err := strconv.ParseFloat(v, 64)
+			if !ok || err != nil {
+				t.Fatalf("%s:%d: candidate %q", path, line, c)
+			}
+			r.us[plan] = us
+			if us > 0 && (r.best == 0 || us < r.best) {
+				r.best = us
+			}
+		}
+		rows = append(rows, r)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// TestPlanGemvAgainstBench replays what `sfsurgery bench` measured of
+// every candidate plan (H100, BF16: the eight Llama-3 projection shapes,
+// the stacked qkv and gate_up of Llama-3-8B and 70B, TinyLlama's shapes
+// and stacks, M = 1-64; testdata/bench-candidates-h100.txt.gz) against
+// the plan planGemv runs: on average within 1% of the fastest, at most 12
+// rows more than 2% behind it, and none more than 25%. The measured rows
+// judge planGemv only where its plan was among those timed; if a planner
+// change leaves more than a tenth of the rows unjudged, measure again
+// (kernels/scripts/bench_candidates.sh says how).
+func TestPlanGemvAgainstBench(t *testing.T) {
+	rows := loadBenchCandidates(t, "testdata/bench-candidates-h100.txt.gz")
+	var judged, over2 int
+	var sum, worst float64
+	for _, r := range rows {
+		p, err := planGemv(r.m, r.n, r.k, wgLimits(), gemvOptions{})
+		if err != nil {
+			t.Fatalf("%dx%d m = %d: %v", r.n, r.k, r.m, err)
+		}
+		us, ok := r.us[p.String()]
+		if !ok || us <= 0 {
+			t.Logf("%dx%d m = %d: %v was not timed", r.n, r.k, r.m, p)
+			continue
+		}
+		judged++
+		slow := us/r.best - 1
+		sum += slow
+		worst = max(worst, slow)
+		if slow > 0.02 {
+			over2++
+			t.Logf("%dx%d m = %d: %v %.1f µs, the fastest %.1f (+%.0f%%)", r.n, r.k, r.m, p, us, r.best, 100*slow)
+		}
+	}
+	if judged < len(rows)*9/10 {
+		t.Fatalf("%d of %d rows judged: the planner's plans were not measured; measure again", judged, len(rows))
+	}
+	mean := sum / float64(judged)
+	t.Logf("%d rows: planGemv's plan %.2f%% behind the fastest on average, %.0f%% at worst, %d rows over 2%%",
+		judged, 100*mean, 100*worst, over2)
+	if mean > 0.01 || over2 > 12 || worst > 0.25 {
+		t.Errorf("planGemv %.2f%% behind on average (want ≤ 1%%), %d rows over 2%% (want ≤ 12), %.0f%% at worst (want ≤ 25%%)",
+			100*mean, over2, 100*worst)
 	}
 }
