@@ -771,16 +771,23 @@ func loadBenchCandidates(t *testing.T, path string) []benchRow {
 }
 
 // TestPlanGemvAgainstBench replays what `sfsurgery bench` measured of
-// every candidate plan (H100, BF16: the eight Llama-3 projection shapes,
-// the stacked qkv and gate_up of Llama-3-8B and 70B, TinyLlama's shapes
-// and stacks, M = 1-64; testdata/bench-candidates-h100.txt.gz) against
+// every candidate plan (BF16: the eight Llama-3 projection shapes, the
+// stacked qkv and gate_up of Llama-3-8B and 70B, TinyLlama's shapes and
+// stacks, M = 1-64; testdata/bench-candidates-{h100,h200}.txt.gz) against
 // the plan planGemv runs: on average within 1% of the fastest, at most 12
-// rows more than 2% behind it, and none more than 25%. The measured rows
-// judge planGemv only where its plan was among those timed; if a planner
-// change leaves more than a tenth of the rows unjudged, measure again
+// rows of each GPU more than 2% behind it, and none more than 25%. The
+// rows judge planGemv only where its plan was among those timed; if a
+// planner change leaves more than a tenth of them unjudged, measure again
 // (kernels/scripts/bench_candidates.sh says how).
 func TestPlanGemvAgainstBench(t *testing.T) {
-	rows := loadBenchCandidates(t, "testdata/bench-candidates-h100.txt.gz")
+	for _, gpu := range []string{"h100", "h200"} {
+		t.Run(gpu, func(t *testing.T) { checkPlanAgainstBench(t, "testdata/bench-candidates-"+gpu+".txt.gz") })
+	}
+}
+
+// checkPlanAgainstBench is TestPlanGemvAgainstBench for one file.
+func checkPlanAgainstBench(t *testing.T, path string) {
+	rows := loadBenchCandidates(t, path)
 	var judged, over2 int
 	var sum, worst float64
 	for _, r := range rows {
