@@ -61,6 +61,16 @@ tiny-llama-bf16 down         N=256    K=768    count=4
 	if code != exitOK || out != want {
 		t.Errorf("exit %d, stderr %q, shapes:\n%s\nwant:\n%s", code, errs, out, want)
 	}
+	// Compressed weights stack as their dense originals do.
+	for _, format := range []string{"ampere", "bitmask"} {
+		dir := filepath.Join(t.TempDir(), "tiny-llama-bf16")
+		if code, _, errs := sfs(t, "prune", testdataModel, "-o", dir, "--format", format, "--quiet"); code != exitOK {
+			t.Fatalf("prune --format %s: %s", format, errs)
+		}
+		if code, got, errs := sfs(t, "bench", "--list", "--fuse", dir); code != exitOK || got != want {
+			t.Errorf("pruned (%s): exit %d, stderr %q, shapes:\n%s", format, code, errs, got)
+		}
+	}
 	code, out, _ = sfs(t, "bench", "--list", "--fuse", "--shapes", "llama3-8b")
 	if code != exitOK || !strings.Contains(out, "llama3-8b      qkv          N=6144   K=4096") ||
 		!strings.Contains(out, "llama3-8b      gate_up      N=28672  K=4096") {
