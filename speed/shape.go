@@ -76,8 +76,8 @@ var projRE = regexp.MustCompile(`(?:^|\.)(q|k|v|o|gate|up|down|qkv|gate_up)_proj
 var layerRE = regexp.MustCompile(`\.\d+\.`)
 
 // OpName returns the op label of a weight name: "q" … "down" for the
-// LLaMA projections ("qkv", "gate_up" for stacked ones), else the name with its layer index replaced by "*"
-// and ".weight" dropped.
+// LLaMA projections ("qkv", "gate_up" for stacked ones), else the name
+// with its layer index replaced by "*" and ".weight" dropped.
 func OpName(name string) string {
 	if m := projRE.FindStringSubmatch(name); m != nil {
 		return m[1]
@@ -206,7 +206,7 @@ func ArchShapes(a synth.Arch) []Shape {
 // so are the OPS=NxK items' where they name a whole group (q=…,k=…,v=…).
 func ParseShapes(spec string, f Fusion) ([]Shape, error) {
 	var ps []projection
-	for i, item := range slices.Collect(strings.SplitSeq(spec, ",")) {
+	for i, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
