@@ -34,23 +34,10 @@ type sweepCase struct {
 // llama3-8b/q_o_4096x4096 m=1 sc=2 w=8 kw=2 s=8 cps=8 xw=0 us=11.28").
 func loadSweep(t testing.TB, path string) []sweepCase {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cases []sweepCase
 	index := map[string]int{}
-	sc := bufio.NewScanner(z)
-	for line := 1; sc.Scan(); line++ {
-		text := sc.Text()
-		if strings.HasPrefix(text, "#") {
-			continue
-		}
+	for _, l := range dataLines(t, path) {
+		line, text := l.n, l.text
 		var kind, shape string
 		var m, s, n, k int
 		var p sweepPlan
@@ -73,10 +60,39 @@ func loadSweep(t testing.TB, path string) []sweepCase {
 		}
 		cases[j].plans = append(cases[j].plans, p)
 	}
-	if err := sc.Err(); err != nil {
+	return cases
+}
+
+// dataLine is a line of a data file and its number.
+type dataLine struct {
+	n    int
+	text string
+}
+
+// dataLines returns the lines of the gzipped text file at path, in
+// order, without the comment lines (those that start with "#").
+func dataLines(t testing.TB, path string) []dataLine {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return cases
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []dataLine
+	sc := bufio.NewScanner(z)
+	for line := 1; sc.Scan(); line++ {
+		if !strings.HasPrefix(sc.Text(), "#") {
+			out = append(out, dataLine{line, sc.Text()})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return out
 }
 
 // replay returns how much slower than the best timed plan of each case the
@@ -731,31 +747,18 @@ type benchRow struct {
 // (kernels/scripts/bench_candidates.sh).
 func loadBenchCandidates(t *testing.T, path string) []benchRow {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rows []benchRow
-	sc := bufio.NewScanner(z)
-	for line := 1; sc.Scan(); line++ {
-		if strings.HasPrefix(sc.Text(), "#") {
-			continue
-		}
-		parts := strings.Split(sc.Text(), " | ")
+	for _, l := range dataLines(t, path) {
+		parts := strings.Split(l.text, " | ")
 		r := benchRow{us: map[string]float64{}}
 		if _, err := fmt.Sscanf(parts[0], "%d %d %d", &r.n, &r.k, &r.m); err != nil || len(parts) < 2 {
-			t.Fatalf("%s:%d: %q: %v", path, line, sc.Text(), err)
+			t.Fatalf("%s:%d: %q: %v", path, l.n, l.text, err)
 		}
 		for _, c := range parts[1:] {
 			plan, v, ok := strings.Cut(c, " = ")
 			us, err := strconv.ParseFloat(v, 64)
 			if !ok || err != nil {
-				t.Fatalf("%s:%d: candidate %q", path, line, c)
+				t.Fatalf("%s:%d: candidate %q", path, l.n, c)
 			}
 			r.us[plan] = us
 			if us > 0 && (r.best == 0 || us < r.best) {
@@ -763,9 +766,6 @@ func loadBenchCandidates(t *testing.T, path string) []benchRow {
 			}
 		}
 		rows = append(rows, r)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return rows
 }
