@@ -4,8 +4,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 func TestFuse(t *testing.T) {
@@ -96,29 +94,6 @@ func TestFuseProperties(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-func TestFromCheckpointFused(t *testing.T) {
-	ck, err := checkpoint.Open("../testdata/tiny-llama-bf16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	got, err := FromCheckpoint(ck, "tiny", Fused)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 4 layers: q 256×256 and k, v 128×256 stack to 512×256; gate, up
-	// 768×256 to 1536×256.
-	want := []Shape{
-		{Model: "tiny", Ops: []string{"qkv"}, N: 512, K: 256, Count: 4},
-		{Model: "tiny", Ops: []string{"o"}, N: 256, K: 256, Count: 4},
-		{Model: "tiny", Ops: []string{"gate_up"}, N: 1536, K: 256, Count: 4},
-		{Model: "tiny", Ops: []string{"down"}, N: 256, K: 768, Count: 4},
-	}
-	if !slices.EqualFunc(got, want, equalShape) {
-		t.Errorf("shapes %+v, want %+v", got, want)
 	}
 }
 

@@ -8,29 +8,39 @@ import (
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
+// TestFromCheckpoint reads the shipped checkpoint's shapes as stored and
+// as an engine stacks them.
 func TestFromCheckpoint(t *testing.T) {
 	ck, err := checkpoint.Open("../testdata/tiny-llama-bf16")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	got, err := FromCheckpoint(ck, "tiny", Separate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 4 layers: q/o 256×256, k/v 128×256, gate/up 768×256, down 256×768.
-	want := []Shape{
-		{Model: "tiny", Ops: []string{"q", "o"}, N: 256, K: 256, Count: 8},
-		{Model: "tiny", Ops: []string{"k", "v"}, N: 128, K: 256, Count: 8},
-		{Model: "tiny", Ops: []string{"gate", "up"}, N: 768, K: 256, Count: 8},
-		{Model: "tiny", Ops: []string{"down"}, N: 256, K: 768, Count: 4},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("got %d shapes %+v, want %d", len(got), got, len(want))
-	}
-	for i := range want {
-		if !equalShape(got[i], want[i]) {
-			t.Errorf("shape %d = %+v, want %+v", i, got[i], want[i])
+	for _, tc := range []struct {
+		f    Fusion
+		want []Shape
+	}{
+		// 4 layers: q/o 256×256, k/v 128×256, gate/up 768×256, down 256×768.
+		{Separate, []Shape{
+			{Model: "tiny", Ops: []string{"q", "o"}, N: 256, K: 256, Count: 8},
+			{Model: "tiny", Ops: []string{"k", "v"}, N: 128, K: 256, Count: 8},
+			{Model: "tiny", Ops: []string{"gate", "up"}, N: 768, K: 256, Count: 8},
+			{Model: "tiny", Ops: []string{"down"}, N: 256, K: 768, Count: 4},
+		}},
+		// q, k, v stack to 512×256; gate, up to 1536×256.
+		{Fused, []Shape{
+			{Model: "tiny", Ops: []string{"qkv"}, N: 512, K: 256, Count: 4},
+			{Model: "tiny", Ops: []string{"o"}, N: 256, K: 256, Count: 4},
+			{Model: "tiny", Ops: []string{"gate_up"}, N: 1536, K: 256, Count: 4},
+			{Model: "tiny", Ops: []string{"down"}, N: 256, K: 768, Count: 4},
+		}},
+	} {
+		got, err := FromCheckpoint(ck, "tiny", tc.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.EqualFunc(got, tc.want, equalShape) {
+			t.Errorf("fusion %d: shapes %+v, want %+v", tc.f, got, tc.want)
 		}
 	}
 }
