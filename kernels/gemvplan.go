@@ -157,9 +157,13 @@ func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
 //
 // scaled up when an SM runs fewer than residentWarps warps or they keep
 // fewer than inFlight bytes in flight, and by sc4Percent for 4-chunk
-// stages; with several slices plus sliceCost per slice, the tail and the
-// SM's share of the partial sums' bytes (written once, read once), or for
-// a pair (two slices summed in a cluster's shared memory) pairWork.
+// stages that a warp's share of a slice fills (at least 4·kw chunks: on
+// shorter slices the stages run part empty; priced as full, TinyLlama's
+// k/v, 256 × 2048 in 16 slices of 2 chunks, ran 16-20% behind bench's
+// fastest plan, kernels/notes.md, session 17); with several slices plus
+// sliceCost per slice, the tail and the SM's share of the partial sums'
+// bytes (written once, read once), or for a pair (two slices summed in a
+// cluster's shared memory) pairWork.
 func (md gemvCosts) costSmem(m, n, k int, lim gemvLimits, sc, w, blocks, kw, cps, xw, smem int, pair bool) int {
 	tiles := gemvTiles(m)
 	s := ceilDiv(k/gemvChunk, cps)
@@ -181,7 +185,7 @@ func (md gemvCosts) costSmem(m, n, k int, lim gemvLimits, sc, w, blocks, kw, cps
 	resident := min(occ, perSM) * w
 	inFlight := resident * (gemvDepth(sc) - 1) * gemvStageBytes(sc)
 	cost = max(cost, ceilDiv(cost*md.inFlight, inFlight), ceilDiv(cost*md.residentWarps, resident))
-	if sc == 4 {
+	if sc == 4 && cps >= sc*kw {
 		cost = ceilDiv(cost*md.sc4Percent, 100)
 	}
 	if pair {
