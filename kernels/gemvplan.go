@@ -873,9 +873,24 @@ const (
 	gemvGroupPickShortChunks = 16
 )
 
+// gemvGroupPickMidTokens and gemvGroupPickMidChunks extend it from 17
+// tokens (groups of 16) to slices of up to 24 chunks: TinyLlama's down
+// (2048 × 5632, 4 slices of 22 chunks) at 32 tokens took 10.0 µs in two
+// groups in clusters against 10.9 for planGemv's plan of the time on the
+// H100, 9.6 against 9.6-9.7 on the H200 (BF16, bench's candidates,
+// session 16). At 16 tokens the same groups were 8% slower on the H200,
+// so the pick starts above it.
+const (
+	gemvGroupPickMidTokens = 17
+	gemvGroupPickMidChunks = 24
+)
+
 // gemvGroupPickMinChunks: from gemvGroupPickTokens, planGemv picks the
 // first group plan whose slices hold at least this many chunks, where
-// there is one. On 8B k/v at 64 tokens two groups of 32 in clusters over
+// there is one, else the one of the most CTAs: on TinyLlama's k/v (256 ×
+// 2048, two 128-row blocks) at 64 tokens four groups of 16 (64 CTAs)
+// took 5.0 µs against 6.1 for two groups in clusters (32 CTAs), on the
+// H100 and the H200 alike (BF16, bench's candidates, session 16). On 8B k/v at 64 tokens two groups of 32 in clusters over
 // 8 slices of 8 chunks took 8.26 µs, four groups of 16 over 4 slices of 16
 // 7.37 (H100, BF16, SparseMatmul's plan against the fastest of bench's 8
 // candidates; F16 alike, and bench's fastest on the H200 too: 7.2); on
@@ -893,13 +908,22 @@ func groupPick(m int, gp []gemvPlan) int {
 		return -1 // no two groups in clusters: groups of 8-32 tokens fill the grid
 	}
 	if m >= gemvGroupPickTokens {
-		i := max(0, slices.IndexFunc(gp, func(p gemvPlan) bool { return p.cps >= gemvGroupPickMinChunks }))
+		i := slices.IndexFunc(gp, func(p gemvPlan) bool { return p.cps >= gemvGroupPickMinChunks })
+		if i < 0 { // short slices everywhere: the plan of the most CTAs
+			i = 0
+			for j, p := range gp {
+				if p.splits*p.groups > gp[i].splits*gp[i].groups {
+					i = j
+				}
+			}
+		}
 		if gp[i].cps <= gemvGroupPickChunks {
 			return i
 		}
 		return -1
 	}
-	if m >= gemvGroupPickShortTokens && gp[0].cps <= gemvGroupPickShortChunks {
+	if m >= gemvGroupPickShortTokens && gp[0].cps <= gemvGroupPickShortChunks ||
+		m >= gemvGroupPickMidTokens && gp[0].cps <= gemvGroupPickMidChunks {
 		return 0
 	}
 	return -1
