@@ -769,18 +769,19 @@ const (
 	gemvHyMinCTAs   = 64
 )
 
-// gemvHyLeadChunks is the longest slice, in chunks, on which planGemv
-// runs the hybrid first at up to gemvHyMaxTokens tokens, and
-// gemvHyLeadLongChunks the longest at up to gemvHyLeadLongTokens; on
-// longer ones it is the second candidate, which engines and bench time.
-// SparseMatmul's default against the fastest of bench's 8 candidates
-// (BF16, µs, session 15): on 8B k/v (slices of 32 chunks) the hybrid was
-// the fastest at 1-8 tokens on the H100 and the H200; on TinyLlama's down
-// (2048 × 5632, 44 chunks) at 1, 2, 4 tokens on the H200 (6.8, 7.0, 7.4)
-// but not at 8 (an 8-slice plan was the fastest, 7.7-7.9), and at 1 on
-// the H100 (7.6 against 8.4 for the plans before it); on 70B k/v (64 chunks) on the H100 at 1-2 tokens only
-// (7.0 against 7.2), and on the H200 it took 6.8, 6.8, 7.4, 7.9 at 1, 2,
-// 4, 8 tokens against the 16-slice plan's 6.5, 6.6, 6.7, 6.9.
+// gemvHyLeadChunks is the longest slice, in chunks, on which planGemv runs
+// the hybrid first at up to gemvHyMaxTokens tokens, and
+// gemvHyLeadLongChunks the longest at up to gemvHyLeadLongTokens; on longer
+// ones it is the second candidate, which engines and bench time.
+// SparseMatmul's default against the fastest of bench's 8 candidates (BF16,
+// µs, session 15): on 8B k/v (slices of 32 chunks) the hybrid was the
+// fastest at 1-8 tokens on the H100 and the H200; on TinyLlama's down (2048
+// × 5632, 44 chunks) at 1, 2, 4 tokens on the H200 (6.8, 7.0, 7.4) but not
+// at 8 (an 8-slice plan was the fastest, 7.7-7.9), and at 1 on the H100
+// (7.6 against 8.4 for the plans before it); on 70B k/v (64 chunks) on the
+// H100 at 1-2 tokens only (7.0 against 7.2), and on the H200 it took 6.8,
+// 6.8, 7.4, 7.9 at 1, 2, 4, 8 tokens against the 16-slice plan's 6.5, 6.6,
+// 6.7, 6.9.
 const (
 	gemvHyLeadChunks     = 32
 	gemvHyLeadLongChunks = 48
@@ -886,15 +887,16 @@ const (
 )
 
 // gemvGroupPickMinChunks: from gemvGroupPickTokens, planGemv picks the
-// first group plan whose slices hold at least this many chunks, where
-// there is one, else the one of the most CTAs: on TinyLlama's k/v (256 ×
-// 2048, two 128-row blocks) at 64 tokens four groups of 16 (64 CTAs)
-// took 5.0 µs against 6.1 for two groups in clusters (32 CTAs), on the
-// H100 and the H200 alike (BF16, bench's candidates, session 16). On 8B k/v at 64 tokens two groups of 32 in clusters over
-// 8 slices of 8 chunks took 8.26 µs, four groups of 16 over 4 slices of 16
-// 7.37 (H100, BF16, SparseMatmul's plan against the fastest of bench's 8
-// candidates; F16 alike, and bench's fastest on the H200 too: 7.2); on
-// 70B k/v two groups over 8 slices of 16 were the fastest on both GPUs.
+// first group plan whose slices hold at least this many chunks, where there
+// is one, else the one of the most CTAs: on TinyLlama's k/v (256 × 2048,
+// two 128-row blocks) at 64 tokens four groups of 16 (64 CTAs) took 5.0 µs
+// against 6.1 for two groups in clusters (32 CTAs), on the H100 and the
+// H200 alike (BF16, bench's candidates, session 16). On 8B k/v at 64 tokens
+// two groups of 32 in clusters over 8 slices of 8 chunks took 8.26 µs, four
+// groups of 16 over 4 slices of 16 7.37 (H100, BF16, SparseMatmul's plan
+// against the fastest of bench's 8 candidates; F16 alike, and bench's
+// fastest on the H200 too: 7.2); on 70B k/v two groups over 8 slices of 16
+// were the fastest on both GPUs.
 const gemvGroupPickMinChunks = 16
 
 // groupPick returns the index of the group plan of gp that planGemv runs
@@ -1177,17 +1179,17 @@ func (p gemvPlan) widened(m int, lim gemvLimits) gemvPlan {
 
 // gemvPairRows reports whether planGemv weighs p, of 64-row CTAs, unforced:
 // only as a pair whose grid is one wave over at least half the SMs (n of
-// 2112-4224 rows on an H100), where 128-row CTAs leave SMs idle, in
-// 2-chunk stages (plansCTA), in windows of gemvPairWindow chunks.
-// Measured against the best 128-row plan (H100, `pdl_probe pairs`;
-// kernels/notes.md, session 10): 8B q/o 6-23% faster at every token
-// count; 8B down 3% faster at 1 token, 1.5% slower at 16, even at 32, 2%
-// faster at 64 (in session 10's windows; session 11's are faster still). With one slice (70B q/o: 30.8 against 30.3 µs
-// at 16 tokens; 8B gate/up: 224 CTAs in two waves, 36.2 against 29.1 at
-// 64) and with more slices summed by tickets (70B k/v: even) they were no
-// faster; 4-chunk stages ran even with 2-chunk ones at 1-16 tokens and
-// slower at 32 (8B q/o: 11.4 against 10.9 µs) and 64 (13.5 in the widest
-// windows that fit, 4 chunks, against 11.5).
+// 2112-4224 rows on an H100), where 128-row CTAs leave SMs idle, in 2-chunk
+// stages (plansCTA), in windows of gemvPairWindow chunks. Measured against
+// the best 128-row plan (H100, `pdl_probe pairs`; kernels/notes.md, session
+// 10): 8B q/o 6-23% faster at every token count; 8B down 3% faster at 1
+// token, 1.5% slower at 16, even at 32, 2% faster at 64 (in session 10's
+// windows; session 11's are faster still). With one slice (70B q/o: 30.8
+// against 30.3 µs at 16 tokens; 8B gate/up: 224 CTAs in two waves, 36.2
+// against 29.1 at 64) and with more slices summed by tickets (70B k/v:
+// even) they were no faster; 4-chunk stages ran even with 2-chunk ones at
+// 1-16 tokens and slower at 32 (8B q/o: 11.4 against 10.9 µs) and 64 (13.5
+// in the widest windows that fit, 4 chunks, against 11.5).
 func gemvPairRows(p gemvPlan, n int, lim gemvLimits) bool {
 	ctas := ceilDiv(n/32, 2) * p.splits
 	return p.pair && 2*ctas >= lim.sms && ctas <= lim.sms
