@@ -874,8 +874,8 @@ const (
 	gemvGroupPickShortChunks = 16
 )
 
-// gemvGroupPickMidTokens and gemvGroupPickMidChunks extend it from 17
-// tokens (groups of 16) to slices of up to 24 chunks: TinyLlama's down
+// gemvGroupPickMidTokens and gemvGroupPickMidChunks extend that pick, from
+// 17 tokens (groups of 16), to slices of up to 24 chunks: TinyLlama's down
 // (2048 × 5632, 4 slices of 22 chunks) at 32 tokens took 10.0 µs in two
 // groups in clusters against 10.9 for planGemv's plan of the time on the
 // H100, 9.6 against 9.6-9.7 on the H200 (BF16, bench's candidates,
@@ -900,8 +900,8 @@ const (
 const gemvGroupPickMinChunks = 16
 
 // groupPick returns the index of the group plan of gp that planGemv runs
-// for m tokens (see gemvGroupPickTokens, gemvGroupPickShortTokens and
-// gemvGroupPickMinChunks), or -1 for none.
+// for m tokens (see gemvGroupPickTokens, gemvGroupPickShortTokens,
+// gemvGroupPickMidTokens and gemvGroupPickMinChunks), or -1 for none.
 func groupPick(m int, gp []gemvPlan) int {
 	if len(gp) == 0 {
 		return -1
