@@ -437,7 +437,7 @@ func TestGemvGroupCandidates(t *testing.T) {
 		{16, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw16 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}}, // of 32
 		{9, 4096, 4096, []string{"decode sc2 w4 kw1 s2 xw16 wg r64 pair"}, []string{"decode sc4 w4 kw1 s2 xw0 wg tok8 cl2"}},
 		{8, 1024, 4096, []string{"decode sc4 w4 kw1 s2 xw16 wg r32 pair"}, nil}, // the hybrid (hybridPlan)
-		// TinyLlama: slices of 8 chunks (k/v) or 22 (down).
+		// TinyLlama: slices of 4 chunks (k/v) or 22 (down).
 		{64, 256, 2048, []string{"decode sc4 w4 kw1 s8 xw0 wg tok16"}, []string{"decode sc4 w4 kw1 s8 xw0 wg tok32 cl2"}}, // the most CTAs
 		{32, 2048, 5632, []string{"decode sc4 w4 kw1 s4 xw0 wg tok16 cl2"}, nil},                                          // up to 24 chunks from 17 tokens
 		{16, 2048, 5632, nil, []string{"decode sc4 w4 kw1 s4 xw0 wg tok8 cl2"}},                                           // not at 16
