@@ -1,9 +1,21 @@
 package surgery
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
+
+// ErrNoReport is returned by ReadReport for a checkpoint without a prune
+// report (sfsurgery.json in a directory, NAME.sfsurgery.json beside a
+// single file).
+var ErrNoReport = errors.New("no prune report")
 
 // Report is the outcome of a prune, written as JSON beside the output.
 type Report struct {
@@ -25,6 +37,35 @@ type Report struct {
 	// Worst is the pruned weight with the smallest kept fraction.
 	Worst   *TensorReport  `json:"worst,omitempty"`
 	Tensors []TensorReport `json:"tensors"`
+	// Warnings are what prune noticed about its input and left as it
+	// was (the lines inspect prints, and files carried over unpruned).
+	Warnings []string `json:"warnings,omitempty"`
+	// SHA256 maps the name of every tensor of the output to the SHA-256
+	// of its bytes in the output (hex), so that verify can tell any
+	// changed byte without the original.
+	SHA256 map[string]string `json:"sha256"`
+}
+
+// ReadReport reads the prune report of the checkpoint ck: sfsurgery.json
+// in its directory, or NAME.sfsurgery.json beside a single file. It fails
+// with an error wrapping ErrNoReport when there is none.
+func ReadReport(ck *checkpoint.Checkpoint) (*Report, error) {
+	path := filepath.Join(ck.Dir, reportName)
+	if !ck.IsDir() {
+		path = ReportPath(ck.Path, true)
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", path, ErrNoReport)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
 }
 
 // TensorReport is the outcome for one target.

@@ -3,27 +3,12 @@ package surgery
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
-
-// DefaultOutput returns the output path prune uses when none is given:
-// "-2of4" added before ".safetensors" for a single file, or to the model
-// directory's name.
-func DefaultOutput(input string) string {
-	input = filepath.Clean(input)
-	if strings.HasSuffix(input, ".safetensors") && !isDir(input) {
-		return strings.TrimSuffix(input, ".safetensors") + "-2of4.safetensors"
-	}
-	if filepath.Base(input) == checkpoint.IndexName {
-		input = filepath.Dir(input)
-	}
-	return input + "-2of4"
-}
 
 // ReportPath returns where the per-tensor report of an output goes:
 // sfsurgery.json inside an output directory, or beside a single output
@@ -37,11 +22,6 @@ func ReportPath(out string, single bool) string {
 
 // reportName is the prune report's file name inside an output directory.
 const reportName = "sfsurgery.json"
-
-func isDir(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.IsDir()
-}
 
 // OutputSize returns the number of bytes the output's safetensors files
 // will take (headers included).

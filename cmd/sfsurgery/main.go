@@ -24,7 +24,8 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (a closed terminal or ssh session) stops a run as Ctrl-C does.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -49,7 +50,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "sfsurgery: interrupted; nothing was written at the output path")
+		msg := "interrupted"
+		var iw *interruptedWrite
+		if errors.As(err, &iw) {
+			msg += "; " + iw.state
+		}
+		fmt.Fprintln(stderr, "sfsurgery: "+msg)
 		return exitError
 	}
 	fmt.Fprintln(stderr, "sfsurgery: "+oneLine(err.Error()))
@@ -61,6 +67,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type failedError struct{ msg string }
 
 func (e *failedError) Error() string { return e.msg }
+
+// interruptedWrite is returned by a command that writes an output when
+// it stops before its output was renamed into place; state says what is
+// at the output path.
+type interruptedWrite struct {
+	state string
+	err   error
+}
+
+func (e *interruptedWrite) Error() string { return e.state + ": " + e.err.Error() }
+func (e *interruptedWrite) Unwrap() error { return e.err }
 
 // oneLine keeps an error message on one line.
 func oneLine(s string) string {
