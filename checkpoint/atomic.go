@@ -25,9 +25,12 @@ func tempName(dir, prefix string) string {
 	return filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64()%1e12, 10))
 }
 
-// createTemp creates a new file dir/prefix* with mode perm (less the
-// umask, unlike os.CreateTemp's 0600), open for reading and writing.
-func createTemp(dir, prefix string, perm os.FileMode) (*os.File, string, error) {
+// createTemp creates a new file beside the output called base in dir,
+// under this process's temporary name of kind "tmp" (see [CleanStale]),
+// with mode perm (less the umask, unlike os.CreateTemp's 0600), open for
+// reading and writing.
+func createTemp(dir, base string, perm os.FileMode) (*os.File, string, error) {
+	prefix := currentOwner().tempPrefix(base, "tmp")
 	for range tempTries {
 		name := tempName(dir, prefix)
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
@@ -39,9 +42,11 @@ func createTemp(dir, prefix string, perm os.FileMode) (*os.File, string, error) 
 	return nil, "", &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
 }
 
-// mkdirTemp creates a new directory dir/prefix* with mode 0777 less the
-// umask, unlike os.MkdirTemp's 0700.
-func mkdirTemp(dir, prefix string) (string, error) {
+// mkdirTemp creates a new directory beside the output called base in
+// dir, under this process's temporary name of kind "tmp", with mode 0777
+// less the umask, unlike os.MkdirTemp's 0700.
+func mkdirTemp(dir, base string) (string, error) {
+	prefix := currentOwner().tempPrefix(base, "tmp")
 	for range tempTries {
 		name := tempName(dir, prefix)
 		err := os.Mkdir(name, 0o777)
@@ -96,7 +101,7 @@ func replaceDirByRenames(from, to string) (string, error) {
 		dir = "."
 	}
 	for range tempTries {
-		aside := tempName(dir, "."+base+".old-")
+		aside := tempName(dir, currentOwner().tempPrefix(base, "old"))
 		if err := renameNoReplace(to, aside); err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				continue
@@ -128,31 +133,6 @@ func syncDir(dir string) error {
 	return err
 }
 
-// checkDestination fails with ErrExist when path exists and force is not
-// set, and when it exists as the wrong kind of file (a directory where a
-// file is written or the reverse), even with force.
-func checkDestination(path string, force, wantDir bool) error {
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return osError(path, err)
-	}
-	if !force {
-		return &Error{File: path, Off: -1, Err: ErrExist}
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return osError(path, err)
-	}
-	switch {
-	case wantDir && !fi.IsDir():
-		return &Error{File: path, Off: -1, Err: ErrExist, Detail: "exists and is not a directory; not replacing it"}
-	case !wantDir && !fi.Mode().IsRegular():
-		return &Error{File: path, Off: -1, Err: ErrExist, Detail: "exists and is not a regular file; not replacing it"}
-	}
-	return nil
-}
-
 // protectedPaths returns the paths an output may not touch: protect, the
 // files that FileRange sources in specs read from, and the From of extra
 // files.
@@ -175,7 +155,7 @@ func protectedPaths(protect []string, specs [][]TensorSpec, extra []ExtraFile) [
 		}
 	}
 	for _, e := range extra {
-		if e.Data == nil && e.From != "" {
+		if e.Data == nil && e.Make == nil && e.From != "" {
 			paths = append(paths, e.From)
 		}
 	}

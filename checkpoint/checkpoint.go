@@ -40,6 +40,10 @@ type Checkpoint struct {
 	// Config is the raw content of config.json, nil when the directory
 	// has none or Open was given a single .safetensors file.
 	Config []byte
+	// Unindexed are the names of the directory's .safetensors files that
+	// its index does not name (so their tensors are not part of the
+	// checkpoint), sorted.
+	Unindexed []string
 	// Warnings describe inconsistencies that do not stop the checkpoint
 	// from being read, one per line: tensors the index does not list,
 	// weight files it does not name, a total_size that differs.
@@ -265,6 +269,7 @@ func (c *Checkpoint) warnUnindexed(weights, shards []string) {
 	c.Warnings = append(c.Warnings, missing...)
 	for _, w := range weights {
 		if _, found := slices.BinarySearch(shards, w); !found {
+			c.Unindexed = append(c.Unindexed, w)
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s is not named by the index and was not read", w))
 		}
 	}

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -230,6 +231,7 @@ type tensorWriter struct {
 	left     int64     // bytes still expected
 	wb       writeback
 	progress func(int64)
+	hash     hash.Hash // nil unless digests are asked for
 	err      error
 }
 
@@ -247,6 +249,9 @@ func (w *tensorWriter) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	n, err := w.w.Write(p)
+	if w.hash != nil {
+		w.hash.Write(p[:n])
+	}
 	w.left -= int64(n)
 	w.wb.wrote(w.end - w.left)
 	if n > 0 && w.progress != nil {

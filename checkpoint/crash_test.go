@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,8 +139,8 @@ func TestCrashFailingSource(t *testing.T) {
 				if !errors.Is(err, errBoom) {
 					t.Fatalf("%s: %v, want errBoom", k.name, err)
 				}
-				var e *Error
-				if !errors.As(err, &e) || e.Tensor != "zz.failing" {
+				var e *SourceError
+				if !errors.As(err, &e) || e.Tensor != "zz.failing" || !strings.Contains(err.Error(), `"zz.failing"`) {
 					t.Errorf("error %v does not name the tensor", err)
 				}
 				checkDirEntries(t, parent, "in")

@@ -22,24 +22,33 @@ var ErrInvalidFileName = errors.New("invalid output file name")
 // shard as a safetensors file written as [WriteFile] writes one (shards
 // are written concurrently, opt.Workers tensors at a time in all), the
 // index model.safetensors.index.json when out.Index is set or there is
-// more than one shard, and out.Files.
+// more than one shard, and out.Files (those with Make last, after every
+// tensor is written).
 //
 // The index is {"metadata": {...}, "weight_map": {...}} with sorted keys
 // and a two-space indent, as Hugging Face writes it: out.IndexMetadata
 // with "total_size" set to the sum of the tensors' bytes, and every tensor
 // name mapped to its shard.
 //
-// Everything is built in a temporary sibling directory (".<base>.tmp-*")
-// and synced; only then is it renamed to dir and the parent synced. On
-// failure or cancellation the temporary directory is removed and dir is
-// untouched. An existing dir fails with [ErrExist] unless opt.Force is
-// set; then the new directory replaces it atomically where the file system
-// can exchange the two (otherwise the old one is renamed aside first and
+// Everything is built in a temporary sibling directory named after the
+// output and this process (see [CleanStale], which runs first and tells
+// opt.Stale what it finds) and synced; only then is it renamed to dir and
+// the parent synced: that rename is the one moment the output appears.
+// On failure or cancellation the temporary directory is removed and dir
+// is untouched. An existing dir fails with [ErrExist] unless it is an
+// empty directory or opt.Force is set; with Force it must be a directory
+// that holds only weights, an index and files the new output writes (or
+// opt.Replaceable names), else the error wraps [ErrNotReplaceable]. The
+// new directory replaces the old atomically where the file system can
+// exchange the two (otherwise the old one is renamed aside first and
 // moved back if the second rename fails), so that dir always holds a
-// whole checkpoint, and the old one is removed last. A dir that is, lies
-// inside or contains one of opt.Protect, a file a source reads from, or an
-// extra file's From fails with [ErrOverwriteInput] before anything is
-// written. opt may be nil.
+// whole checkpoint, and the old one is removed last. What is replaced is
+// what was there when the write began: anything else found there at the
+// end is left alone and the write fails. A dir that is, lies inside or
+// contains one of opt.Protect, a file a source reads from, or an extra
+// file's From fails with [ErrOverwriteInput] before anything is written;
+// so does (with [ErrNotReplaceable]) the working directory or one of its
+// ancestors. opt may be nil.
 func WriteDir(ctx context.Context, dir string, out *Output, opt *WriteOptions) error {
 	if opt == nil {
 		opt = &WriteOptions{}
@@ -47,7 +56,7 @@ func WriteDir(ctx context.Context, dir string, out *Output, opt *WriteOptions) e
 	if out == nil {
 		return &Error{File: dir, Off: -1, Err: ErrInvalidFileName, Detail: "nil Output"}
 	}
-	jobs, index, err := planDir(dir, out)
+	jobs, index, names, err := planDir(dir, out)
 	if err != nil {
 		return err
 	}
@@ -58,7 +67,8 @@ func WriteDir(ctx context.Context, dir string, out *Output, opt *WriteOptions) e
 	if err := checkProtected(dir, protectedPaths(opt.Protect, specs, out.Files)); err != nil {
 		return err
 	}
-	if err := checkDestination(dir, opt.Force, true); err != nil {
+	pr, err := destination(dir, opt.Force, true, dirReplacer(names, opt.Replaceable))
+	if err != nil {
 		return err
 	}
 	abs, aerr := filepath.Abs(dir)
@@ -72,7 +82,8 @@ func WriteDir(ctx context.Context, dir string, out *Output, opt *WriteOptions) e
 	if err := ctx.Err(); err != nil {
 		return &Error{File: dir, Off: -1, Err: err, Detail: "before writing"}
 	}
-	tmp, terr := mkdirTemp(parent, "."+base+".tmp-")
+	reportStale(dir, opt)
+	tmp, terr := mkdirTemp(parent, base)
 	if terr != nil {
 		return osError(dir, terr)
 	}
@@ -84,31 +95,40 @@ func WriteDir(ctx context.Context, dir string, out *Output, opt *WriteOptions) e
 		os.RemoveAll(tmp)
 		return &Error{File: dir, Off: -1, Err: err, Detail: "before renaming into place"}
 	}
-	return installDir(tmp, abs, dir, opt.Force)
+	var recheck func(string) error
+	if pr.exists && !pr.empty {
+		check := dirReplacer(names, opt.Replaceable)
+		recheck = func(old string) error { return check(old, nil) }
+	}
+	old, err := install(tmp, abs, dir, pr, recheck)
+	if err != nil {
+		return err
+	}
+	return finishInstall(abs, dir, old)
 }
 
-// installDir moves the complete directory tmp to abs (named dir in
-// errors), replacing an existing one when force is set, syncs the parent
-// and removes the old directory. On failure tmp is removed.
-func installDir(tmp, abs, dir string, force bool) error {
-	old := ""
-	err := renameNoReplace(tmp, abs)
-	if err != nil && force && errors.Is(err, os.ErrExist) {
-		old, err = replaceDir(tmp, abs)
+// reportStale cleans the stale temporary names of earlier writes to path
+// and tells opt.Stale about them.
+func reportStale(path string, opt *WriteOptions) {
+	found, err := CleanStale(path)
+	if err != nil || opt.Stale == nil {
+		return
 	}
-	if err != nil {
-		os.RemoveAll(tmp)
-		if errors.Is(err, os.ErrExist) {
-			return &Error{File: dir, Off: -1, Err: ErrExist, Detail: "created by someone else while writing"}
-		}
-		return osError(dir, err)
+	for _, s := range found {
+		opt.Stale(s)
 	}
+}
+
+// finishInstall syncs the parent of the installed output abs (named shown
+// in errors) and removes the output it replaced, now at old ("" for
+// none).
+func finishInstall(abs, shown, old string) error {
 	if err := syncDir(filepath.Dir(abs)); err != nil {
-		return osError(dir, err)
+		return osError(shown, err)
 	}
 	if old != "" {
 		if err := os.RemoveAll(old); err != nil {
-			return &Error{File: dir, Off: -1, Err: err, Detail: "written, but removing the replaced directory, now at " + old + ", failed"}
+			return &Error{File: shown, Off: -1, Err: err, Detail: "written, but removing the replaced output, now at " + old + ", failed"}
 		}
 	}
 	return nil
@@ -116,7 +136,7 @@ func installDir(tmp, abs, dir string, force bool) error {
 
 // planDir validates out and computes the layout of every shard and the
 // index (nil when none is written). The jobs have no open files yet.
-func planDir(dir string, out *Output) ([]*fileJob, []byte, error) {
+func planDir(dir string, out *Output) ([]*fileJob, []byte, map[string]string, error) {
 	names := make(map[string]string, len(out.Shards)+len(out.Files)+1)
 	claim := func(name, what string) error {
 		if err := checkFileName(name); err != "" {
@@ -129,31 +149,31 @@ func planDir(dir string, out *Output) ([]*fileJob, []byte, error) {
 		return nil
 	}
 	if len(out.Shards) == 0 {
-		return nil, nil, &Error{File: dir, Off: -1, Err: ErrInvalidFileName, Detail: "no shards"}
+		return nil, nil, nil, &Error{File: dir, Off: -1, Err: ErrInvalidFileName, Detail: "no shards"}
 	}
 	if err := claim(IndexName, "the index"); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	jobs := make([]*fileJob, len(out.Shards))
 	weightMap := make(map[string]string)
 	var total int64
 	for i, s := range out.Shards {
 		if err := claim(s.Name, "shard"); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if !strings.HasSuffix(s.Name, ".safetensors") || strings.HasPrefix(s.Name, ".") {
-			return nil, nil, &Error{File: dir, Off: -1, Err: ErrInvalidFileName,
+			return nil, nil, nil, &Error{File: dir, Off: -1, Err: ErrInvalidFileName,
 				Detail: fmt.Sprintf("shard %q: a shard name ends in .safetensors and does not start with a dot", s.Name)}
 		}
 		path := filepath.Join(dir, s.Name)
 		p, err := planFile(s.Tensors, s.Metadata)
 		if err != nil {
 			err.File = path
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for _, t := range s.Tensors {
 			if prev, dup := weightMap[t.Name]; dup {
-				return nil, nil, &Error{File: path, Tensor: t.Name, Off: -1, Err: ErrInvalidTensorName, Detail: "also in shard " + prev}
+				return nil, nil, nil, &Error{File: path, Tensor: t.Name, Off: -1, Err: ErrInvalidTensorName, Detail: "also in shard " + prev}
 			}
 			weightMap[t.Name] = s.Name
 		}
@@ -162,20 +182,20 @@ func planDir(dir string, out *Output) ([]*fileJob, []byte, error) {
 	}
 	for _, e := range out.Files {
 		if err := claim(e.Name, "extra file"); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		if e.Data == nil && e.From == "" {
-			return nil, nil, &Error{File: filepath.Join(dir, e.Name), Off: -1, Err: ErrInvalidFileName, Detail: "extra file has neither Data nor From"}
+		if e.Data == nil && e.Make == nil && e.From == "" {
+			return nil, nil, nil, &Error{File: filepath.Join(dir, e.Name), Off: -1, Err: ErrInvalidFileName, Detail: "extra file has neither Data, Make nor From"}
 		}
 	}
 	if !out.Index && len(out.Shards) == 1 {
-		return jobs, nil, nil
+		return jobs, nil, names, nil
 	}
 	index, err := encodeIndex(out.IndexMetadata, total, weightMap)
 	if err != nil {
-		return nil, nil, &Error{File: filepath.Join(dir, IndexName), Off: -1, Err: err, Detail: "encoding the index"}
+		return nil, nil, nil, &Error{File: filepath.Join(dir, IndexName), Off: -1, Err: err, Detail: "encoding the index"}
 	}
-	return jobs, index, nil
+	return jobs, index, names, nil
 }
 
 // checkFileName returns why name cannot be a file of the output
@@ -215,6 +235,9 @@ func encodeIndex(metadata map[string]any, total int64, weightMap map[string]stri
 // empty directory tmp and syncs it. dir is the final name, for errors.
 func fillDir(ctx context.Context, tmp, dir string, jobs []*fileJob, index []byte, extra []ExtraFile, opt *WriteOptions) error {
 	for _, e := range extra {
+		if e.Make != nil && e.Data == nil {
+			continue
+		}
 		if err := writeExtra(tmp, dir, e); err != nil {
 			return err
 		}
@@ -224,6 +247,17 @@ func fillDir(ctx context.Context, tmp, dir string, jobs []*fileJob, index []byte
 	}
 	if index != nil {
 		if err := writeExtra(tmp, dir, ExtraFile{Name: IndexName, Data: index}); err != nil {
+			return err
+		}
+	}
+	for _, e := range extra {
+		if e.Make == nil || e.Data != nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return &Error{File: filepath.Join(dir, e.Name), Off: -1, Err: err, Detail: "before writing"}
+		}
+		if err := writeExtra(tmp, dir, e); err != nil {
 			return err
 		}
 	}
@@ -273,6 +307,14 @@ func writeExtra(tmp, dir string, e ExtraFile) (err error) {
 	path := filepath.Join(dir, e.Name)
 	perm := os.FileMode(0o666)
 	var src *os.File
+	if e.Data == nil && e.Make != nil {
+		if e.Data, err = e.Make(); err != nil {
+			return &Error{File: path, Off: -1, Err: err, Detail: "making the file"}
+		}
+		if e.Data == nil {
+			e.Data = []byte{}
+		}
+	}
 	if e.Data == nil {
 		src, err = os.Open(e.From)
 		if err != nil {

@@ -284,7 +284,9 @@ func mustGetwd(t *testing.T) string {
 }
 
 // TestWriteDirReplaceKeepsOthers checks that Force replaces only the
-// output directory: siblings are untouched and nothing is left over.
+// output directory: siblings are untouched and nothing is left over; a
+// file the new output does not write is refused unless Replaceable
+// names it.
 func TestWriteDirReplaceKeepsOthers(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "out")
@@ -298,13 +300,17 @@ func TestWriteDirReplaceKeepsOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := &Output{Shards: Reshard([]TensorSpec{u8Spec("a", 2), u8Spec("b", 3)}, 1)}
-	if err := WriteDir(context.Background(), dir, out, &WriteOptions{Force: true}); err != nil {
+	if err := WriteDir(context.Background(), dir, out, &WriteOptions{Force: true}); !errors.Is(err, ErrNotReplaceable) || !strings.Contains(err.Error(), "stale.txt") {
+		t.Fatalf("Force over a directory holding stale.txt: %v, want ErrNotReplaceable naming it", err)
+	}
+	checkDirEntries(t, dir, "model.safetensors", "stale.txt")
+	if err := WriteDir(context.Background(), dir, out, &WriteOptions{Force: true, Replaceable: []string{"stale.txt"}}); err != nil {
 		t.Fatal(err)
 	}
 	checkDirEntries(t, parent, "out", "out2")
 	checkDirEntries(t, dir, "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", IndexName)
 	checkDirEntries(t, sibling, "model.safetensors")
-	if err := WriteDir(context.Background(), filepath.Join(parent, "out2", "model.safetensors"), out, &WriteOptions{Force: true}); !errors.Is(err, ErrExist) || !strings.Contains(err.Error(), "not a directory") {
-		t.Errorf("WriteDir over a file: %v, want ErrExist", err)
+	if err := WriteDir(context.Background(), filepath.Join(parent, "out2", "model.safetensors"), out, &WriteOptions{Force: true}); !errors.Is(err, ErrNotReplaceable) || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("WriteDir over a file: %v, want ErrNotReplaceable", err)
 	}
 }

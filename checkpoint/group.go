@@ -86,11 +86,11 @@ func (j *fileJob) tasks() ([]fileTask, error) {
 
 // writeGroup writes the members of a group in one WriteGroup call and
 // checks each tensor's size.
-func (j *fileJob) writeGroup(ctx context.Context, t fileTask, progress func(int64)) error {
+func (j *fileJob) writeGroup(ctx context.Context, t fileTask, opt *WriteOptions) error {
 	ws := make([]io.Writer, len(t.idx))
 	tws := make([]*tensorWriter, len(t.idx))
 	for k, i := range t.idx {
-		tws[k] = j.newTensorWriter(ctx, i, progress)
+		tws[k] = j.newTensorWriter(ctx, i, opt)
 		ws[k] = tws[k]
 	}
 	err := t.group.WriteGroup(ws)
@@ -98,6 +98,9 @@ func (j *fileJob) writeGroup(ctx context.Context, t fileTask, progress func(int6
 		if e := j.finish(tws[k], i, err); e != nil {
 			return e
 		}
+	}
+	for k, i := range t.idx {
+		tws[k].digest(j.specs[i].Name, opt.Digest)
 	}
 	return nil
 }

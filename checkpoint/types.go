@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"crypto/sha256"
 	"io"
 	"os"
 )
@@ -62,12 +63,15 @@ type FileRange struct {
 	Tensor TensorInfo
 }
 
-// ExtraFile is a non-weight file of an output directory: either the
-// contents of Data, or a copy of the file at From.
+// ExtraFile is a non-weight file of an output: the contents of Data, the
+// bytes Make returns, or a copy of the file at From (in that order of
+// precedence). Make is called once every tensor of the output is
+// written, so that it can describe them.
 type ExtraFile struct {
 	Name string // file name inside the output directory
-	From string // path to copy from, when Data is nil
+	From string // path to copy from, when Data and Make are nil
 	Data []byte
+	Make func() ([]byte, error)
 }
 
 // Shard is one safetensors file of an output checkpoint.
@@ -102,6 +106,21 @@ type WriteOptions struct {
 	// Progress, when set, is called (from several goroutines) with the
 	// number of tensor bytes just written.
 	Progress func(n int64)
+	// Replaceable names files that an existing output directory may hold,
+	// besides weights, an index and the new output's own files, for
+	// Force to replace it: what an earlier write of the caller's put
+	// there (a report, say).
+	Replaceable []string
+	// Digest, when set, is called (from several goroutines) with the
+	// SHA-256 of every tensor's bytes as they lie in the output.
+	Digest func(tensor string, sum [sha256.Size]byte)
+	// Stale, when set, is told of each temporary file or directory that
+	// an earlier write of the same output left behind (see CleanStale).
+	Stale func(Stale)
+	// Beside lists files that WriteFile writes next to the output file:
+	// built once every tensor is written, before the output is renamed
+	// into place, and renamed into place right after it.
+	Beside []ExtraFile
 }
 
 // File is an open safetensors file: its validated header and its data,

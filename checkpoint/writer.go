@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -28,8 +29,9 @@ var ErrSourceSize = errors.New("tensor source wrote the wrong number of bytes")
 // WriteFile writes tensors and metadata as one safetensors file at path.
 //
 // The header is computed from the specs alone, in the reference order
-// (see [Layout]); then the file is built under a temporary name
-// (".<base>.tmp-*") in path's directory: sized, given its header, and
+// (see [Layout]); then the file is built under a temporary name in path's
+// directory that says which process made it (see [CleanStale], which runs
+// first and tells opt.Stale what it finds): sized, given its header, and
 // filled by up to opt.Workers tensors written in parallel, each at its
 // own offset. [FileRange] sources are copied by the kernel
 // (copy_file_range) where it can. When every source has written exactly
@@ -40,14 +42,20 @@ var ErrSourceSize = errors.New("tensor source wrote the wrong number of bytes")
 // fails or writes the wrong number of bytes (an error wrapping
 // [ErrSourceSize]), or anything else goes wrong, the temporary file is
 // removed and path is untouched. An existing path fails with [ErrExist]
-// unless opt.Force is set, in which case it is replaced atomically. A path
-// that is, or lies inside, one of opt.Protect or one of the files the
-// sources read from fails with [ErrOverwriteInput] before anything is
-// written. opt may be nil.
+// unless opt.Force is set; then it must be a safetensors file (else
+// [ErrNotReplaceable]), and is replaced atomically, provided it is still
+// the file that was there when the write began. A path that is, or lies
+// inside, one of opt.Protect or one of the files the sources read from
+// fails with [ErrOverwriteInput] before anything is written. opt.Beside
+// files are built after the tensors and renamed into place right after
+// path, whose rename is the moment the output appears; from then on the
+// write is not cancelled, and an error says that path was written. opt
+// may be nil.
 //
 // Each source gets its own [io.Writer], which is not safe for concurrent
 // use and fails once ctx is cancelled; a source that blocks without
-// writing cannot be cancelled.
+// writing cannot be cancelled. An error of a source is returned as the
+// source worded it (it names what it read); see [SourceError].
 func WriteFile(ctx context.Context, path string, tensors []TensorSpec, metadata map[string]string, opt *WriteOptions) error {
 	if opt == nil {
 		opt = &WriteOptions{}
@@ -60,27 +68,62 @@ func WriteFile(ctx context.Context, path string, tensors []TensorSpec, metadata 
 	if err := checkProtected(path, protectedPaths(opt.Protect, [][]TensorSpec{tensors}, nil)); err != nil {
 		return err
 	}
-	if err := checkDestination(path, opt.Force, false); err != nil {
+	pr, err := destination(path, opt.Force, false, safetensorsReplacer)
+	if err != nil {
+		return err
+	}
+	beside, err := planBeside(path, opt)
+	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return &Error{File: path, Off: -1, Err: err, Detail: "before writing"}
 	}
+	reportStale(path, opt)
 	tmp, err := writeTempFile(ctx, path, p, tensors, opt)
 	if err != nil {
 		return err
 	}
+	if err := beside.build(ctx); err != nil {
+		os.Remove(tmp)
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		os.Remove(tmp)
+		beside.discard()
 		return &Error{File: path, Off: -1, Err: err, Detail: "before renaming into place"}
 	}
-	return installFile(tmp, path, opt.Force)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		os.Remove(tmp)
+		beside.discard()
+		return osError(path, err)
+	}
+	recheck := func(old string) error {
+		fi, err := os.Lstat(old)
+		if err != nil {
+			return err
+		}
+		return safetensorsReplacer(old, fi)
+	}
+	old, err := install(tmp, abs, path, pr, recheck)
+	if err != nil {
+		beside.discard()
+		return err
+	}
+	// The output is in place: what follows finishes it and is not
+	// cancelled.
+	berr := beside.install(path)
+	if err := finishInstall(abs, path, old); err != nil {
+		return err
+	}
+	return berr
 }
 
 // writeTempFile writes the file p lays out as a new temporary file beside
 // path, synced and closed, and returns its name. On failure it removes it.
 func writeTempFile(ctx context.Context, path string, p *filePlan, tensors []TensorSpec, opt *WriteOptions) (string, error) {
-	f, tmp, err := createTemp(dirOf(path), "."+filepath.Base(path)+".tmp-", 0o666)
+	f, tmp, err := createTemp(dirOf(path), filepath.Base(path), 0o666)
 	if err != nil {
 		return "", osError(path, err)
 	}
@@ -102,29 +145,6 @@ func writeTempFile(ctx context.Context, path string, p *filePlan, tensors []Tens
 		return "", err
 	}
 	return tmp, nil
-}
-
-// installFile renames the complete file tmp to path, over an existing
-// file only when force is set, and syncs the directory. On failure it
-// removes tmp.
-func installFile(tmp, path string, force bool) error {
-	var err error
-	if force {
-		err = os.Rename(tmp, path)
-	} else {
-		err = renameNoReplace(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		if errors.Is(err, os.ErrExist) {
-			return &Error{File: path, Off: -1, Err: ErrExist, Detail: "created by someone else while writing"}
-		}
-		return osError(path, err)
-	}
-	if err := syncDir(dirOf(path)); err != nil {
-		return osError(dirOf(path), err)
-	}
-	return nil
 }
 
 // dirOf returns the directory of path, "." for a bare file name.
@@ -479,9 +499,9 @@ func writeTensors(ctx context.Context, jobs []*fileJob, opt *WriteOptions) error
 				break
 			}
 			if t.group != nil {
-				g.Go(func() error { return j.writeGroup(gctx, t, opt.Progress) })
+				g.Go(func() error { return j.writeGroup(gctx, t, opt) })
 			} else {
-				g.Go(func() error { return j.writeTensor(gctx, t.single, opt.Progress) })
+				g.Go(func() error { return j.writeTensor(gctx, t.single, opt) })
 			}
 		}
 	}
@@ -500,44 +520,59 @@ func workerCount(n int) int {
 	return n
 }
 
-// writeTensor writes spec i of j at its offset.
-func (j *fileJob) writeTensor(ctx context.Context, i int, progress func(int64)) error {
+// writeTensor writes spec i of j at its offset, and hands its digest to
+// opt.Digest when that is set.
+func (j *fileJob) writeTensor(ctx context.Context, i int, opt *WriteOptions) error {
 	s := &j.specs[i]
 	off := j.plan.dataOff + j.plan.begin[i]
 	size := j.plan.size[i]
 	if err := ctx.Err(); err != nil {
 		return &Error{File: j.path, Tensor: s.Name, Off: off, Err: err}
 	}
+	var r *FileRange
 	switch src := s.Src.(type) {
 	case nil:
-		if size == 0 {
-			return nil
+		if size != 0 {
+			return &Error{File: j.path, Tensor: s.Name, Off: off, Err: ErrSourceSize, Detail: "no source"}
 		}
-		return &Error{File: j.path, Tensor: s.Name, Off: off, Err: ErrSourceSize, Detail: "no source"}
+		return j.digestFromFile(ctx, i, opt.Digest)
 	case FileRange:
-		return j.copyRange(ctx, s, src, off, size, progress)
+		r = &src
 	case *FileRange:
-		if src != nil {
-			return j.copyRange(ctx, s, *src, off, size, progress)
-		}
+		r = src
 	}
-	w := j.newTensorWriter(ctx, i, progress)
+	if r != nil {
+		if err := j.copyRange(ctx, s, *r, off, size, opt.Progress); err != nil {
+			return err
+		}
+		return j.digestFromFile(ctx, i, opt.Digest)
+	}
+	w := j.newTensorWriter(ctx, i, opt)
 	_, err := s.Src.WriteTo(w)
-	return j.finish(w, i, err)
+	if err := j.finish(w, i, err); err != nil {
+		return err
+	}
+	w.digest(s.Name, opt.Digest)
+	return nil
 }
 
-// newTensorWriter returns the writer for spec i of j.
-func (j *fileJob) newTensorWriter(ctx context.Context, i int, progress func(int64)) *tensorWriter {
+// newTensorWriter returns the writer for spec i of j, hashing what it
+// writes when opt asks for digests.
+func (j *fileJob) newTensorWriter(ctx context.Context, i int, opt *WriteOptions) *tensorWriter {
 	off := j.plan.dataOff + j.plan.begin[i]
 	size := j.plan.size[i]
-	return &tensorWriter{
+	w := &tensorWriter{
 		ctx:      ctx,
 		w:        io.NewOffsetWriter(j.f, off),
 		end:      off + size,
 		left:     size,
 		wb:       writeback{f: j.f, from: off},
-		progress: progress,
+		progress: opt.Progress,
 	}
+	if opt.Digest != nil {
+		w.hash = sha256.New()
+	}
+	return w
 }
 
 // finish flushes w, the writer of spec i, and turns the source's error
@@ -552,7 +587,7 @@ func (j *fileJob) finish(w *tensorWriter, i int, err error) error {
 	case w.err != nil: // the writer's own failure wins over whatever the source made of it
 		return &Error{File: j.path, Tensor: s.Name, Off: at, Err: w.err}
 	case err != nil:
-		return &Error{File: j.path, Tensor: s.Name, Off: at, Err: err, Detail: "source"}
+		return sourceError(j.path, s.Name, at, err)
 	case w.left != 0:
 		return &Error{File: j.path, Tensor: s.Name, Off: at, Err: ErrSourceSize,
 			Detail: fmt.Sprintf("source wrote %d of %d bytes", size-w.left, size)}
