@@ -68,6 +68,10 @@ type Plan struct {
 	targets []*target
 	// decoders are unpack's sources, which Write gives their chunk size.
 	decoders []*decodeSource
+
+	// NotPruned lists, by name, the projection-like tensors that are not
+	// targets (see ProjectionLike) and are copied unchanged.
+	NotPruned []NotPruned
 }
 
 // Single reports whether the input (and so the output) is one
@@ -97,7 +101,10 @@ func NewPlan(ck *checkpoint.Checkpoint, opt Options) (*Plan, error) {
 	if _, err := ParseFormat(string(opt.Format)); err != nil {
 		return nil, err
 	}
-	p := &Plan{Input: ck, Options: opt, single: isSingleFile(ck.Path)}
+	if err := checkNotPruned(ck); err != nil {
+		return nil, err
+	}
+	p := &Plan{Input: ck, Options: opt, single: isSingleFile(ck.Path), NotPruned: []NotPruned{}}
 	for _, s := range ck.Shards {
 		shard, err := p.planShard(s)
 		if err != nil {
@@ -110,6 +117,7 @@ func NewPlan(ck *checkpoint.Checkpoint, opt Options) (*Plan, error) {
 			ck.Path, ErrNoTargets, opt.Selector, summarizeNames(ck.Names()))
 	}
 	sort.Slice(p.Targets, func(i, j int) bool { return p.Targets[i].Name < p.Targets[j].Name })
+	sort.Slice(p.NotPruned, func(i, j int) bool { return p.NotPruned[i].Name < p.NotPruned[j].Name })
 	if !p.single && ck.Config != nil {
 		cfg, err := p.outputConfig()
 		if err != nil {
@@ -126,6 +134,7 @@ func (p *Plan) planShard(s *checkpoint.File) (checkpoint.Shard, error) {
 	man := p.manifest()
 	for _, info := range s.Tensors {
 		if !p.Options.Selector.Match(info.Name) {
+			p.noteNotPruned(info)
 			out.Tensors = append(out.Tensors, copySpec(s, info))
 			continue
 		}

@@ -37,6 +37,9 @@ type Report struct {
 	// Worst is the pruned weight with the smallest kept fraction.
 	Worst   *TensorReport  `json:"worst,omitempty"`
 	Tensors []TensorReport `json:"tensors"`
+	// NotPruned lists the projection-like tensors that were not targets
+	// and were copied unchanged, with the reason.
+	NotPruned []NotPruned `json:"not_pruned"`
 	// Warnings are what prune noticed about its input and left as it
 	// was (the lines inspect prints, and files carried over unpruned).
 	Warnings []string `json:"warnings,omitempty"`
@@ -95,6 +98,7 @@ func (p *Plan) report(out string) *Report {
 		r.Tensors = append(r.Tensors, tr)
 	}
 	r.KeptFraction = all.Fraction()
+	r.NotPruned = append([]NotPruned{}, p.NotPruned...)
 	r.BytesIn = p.Input.TotalSize()
 	for _, s := range p.shards {
 		for _, t := range s.Tensors {

@@ -144,14 +144,30 @@ func printPlan(w io.Writer, p *surgery.Plan, out string, size int64, asJSON bool
 	return tw.Flush()
 }
 
-// printSummary prints the end-of-run summary of prune.
+// printSummary prints the end-of-run summary of prune. Projection-like
+// tensors that were not pruned are listed with their layer and expert
+// numbers folded into N, one line per name and reason.
 func printSummary(w io.Writer, r *surgery.Report) {
 	fmt.Fprintf(w, "wrote %s (%s)\n", r.Output, r.Format)
-	fmt.Fprintf(w, "  pruned %d tensors, %d left dense\n", r.Pruned, r.Skipped)
+	fmt.Fprintf(w, "  pruned %d tensors, %d left dense, %d projection-like tensors not pruned\n",
+		r.Pruned, r.Skipped, len(r.NotPruned))
 	for _, t := range r.Tensors {
 		if t.Skip != "" {
 			fmt.Fprintf(w, "    left dense: %s: %s\n", t.Name, t.Skip)
 		}
+	}
+	type group struct{ name, reason string }
+	counts := map[group]int{}
+	var order []group
+	for _, t := range r.NotPruned {
+		g := group{surgery.FoldIndices(t.Name), t.Reason}
+		if counts[g] == 0 {
+			order = append(order, g)
+		}
+		counts[g]++
+	}
+	for _, g := range order {
+		fmt.Fprintf(w, "    not pruned: %s ×%d: %s\n", g.name, counts[g], g.reason)
 	}
 	fmt.Fprintf(w, "  bytes: %s in, %s out (%.1f%%)\n", humanBytes(r.BytesIn), humanBytes(r.BytesOut),
 		100*float64(r.BytesOut)/float64(max(r.BytesIn, 1)))
