@@ -220,7 +220,7 @@ func (p *Plan) checkTarget(s *checkpoint.File, info checkpoint.TensorInfo, tp *T
 func (p *Plan) targetSpecs(t *target) []checkpoint.TensorSpec {
 	base := strings.TrimSuffix(t.info.Name, ".weight")
 	shape := checkpoint.TensorSpec{Name: base + ".shape", DType: checkpoint.I64, Shape: []int64{2, 1},
-		Src: shapeTensor(t.rows, t.cols)}
+		Src: checkpoint.Member{Group: t, Index: 2}}
 	r := int64(t.rows)
 	switch p.Options.Format {
 	case FormatAmpere:

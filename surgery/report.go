@@ -79,8 +79,8 @@ type TensorReport struct {
 
 // report summarizes the plan after its tensors were written.
 func (p *Plan) report(out string) *Report {
-	r := &Report{Tool: "sfsurgery", Version: p.Options.Version, Input: p.Input.Path, Output: out,
-		Format: p.Options.Format, Rule: RuleDescription, Tensors: []TensorReport{}}
+	r := &Report{Tool: "sfsurgery", Version: p.Options.Version, Input: absPath(p.Input.Path), Output: absPath(out),
+		Format: p.Options.Format, Rule: RuleDescription, Tensors: []TensorReport{}, Warnings: p.Warnings()}
 	var all prune24.Stats
 	for _, t := range p.Targets {
 		tr := TensorReport{TensorPlan: *t}
@@ -115,4 +115,12 @@ func specSize(t checkpoint.TensorSpec) int64 {
 		n *= d
 	}
 	return n / 8
+}
+
+// absPath returns path made absolute, or path itself where that fails.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }

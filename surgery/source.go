@@ -121,13 +121,18 @@ func (s denseSource) WriteTo(w io.Writer) (int64, error) {
 // WriteGroup writes a compressed target in one pass over its weight,
 // pruning and packing each chunk in one go (prune24.PruneAmpere,
 // PruneBitmask): ws[0] takes the values (P.packed or P.compressed), ws[1]
-// the index (P.meta or P.bitmask). A bitmask chunk is row-contiguous and
+// the index (P.meta or P.bitmask), ws[2] the dense shape (P.shape), so
+// that the three always share a shard (verify and every loader look for
+// them together). A bitmask chunk is row-contiguous and
 // goes straight out; the ampere metadata layout interleaves 32-row blocks
 // across column pairs, so the whole tensor's metadata (1/16 of the
 // weight's bytes) is assembled in memory and written at the end.
 func (t *target) WriteGroup(ws []io.Writer) error {
-	if len(ws) != 2 {
-		return fmt.Errorf("tensor %q: want 2 outputs, have %d", t.info.Name, len(ws))
+	if len(ws) != 3 {
+		return fmt.Errorf("tensor %q: want 3 outputs, have %d", t.info.Name, len(ws))
+	}
+	if _, err := shapeTensor(t.rows, t.cols).WriteTo(ws[2]); err != nil {
+		return err
 	}
 	var meta []byte
 	if t.format == FormatAmpere {

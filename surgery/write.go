@@ -2,10 +2,15 @@ package surgery
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
@@ -38,10 +43,19 @@ func (p *Plan) OutputSize() (int64, error) {
 }
 
 // Write writes the planned output at out and returns the report. Nothing
-// appears at out unless the whole output was written; inputs are never
-// modified. opt.Protect is extended with the input's paths.
+// appears at out unless the whole output was written, the report (with
+// the SHA-256 of every tensor written) included: the report is built
+// inside the output's temporary directory, or renamed into place right
+// after a single output file. Inputs are never modified. opt.Protect is
+// extended with the input's paths; opt.Replaceable with the report's
+// name, so that Force replaces an earlier output.
+//
+// Weight files the input's index does not name are carried over
+// unchanged, not pruned, and listed in the report's warnings (see
+// [Plan.Warnings]).
 func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOptions) (*Report, error) {
 	opt.Protect = append(append([]string(nil), opt.Protect...), p.protect()...)
+	opt.Replaceable = append(append([]string(nil), opt.Replaceable...), reportName)
 	workers := opt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -53,18 +67,34 @@ func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOption
 	for _, d := range p.decoders {
 		d.chunk = mem.chunk
 	}
+	var report *Report
+	var files []checkpoint.ExtraFile
+	if !p.noReport {
+		digests := &digestSet{sums: map[string]string{}}
+		opt.Digest = digests.add
+		name := reportName
+		if p.single {
+			name = filepath.Base(ReportPath(out, true))
+		}
+		files = append(files, checkpoint.ExtraFile{Name: name, Make: func() ([]byte, error) {
+			report = p.report(out)
+			report.SHA256 = digests.all()
+			b, err := json.MarshalIndent(report, "", "  ")
+			return append(b, '\n'), err
+		}})
+	}
+	var err error
 	if p.single {
 		s := p.shards[0]
-		if err := checkpoint.WriteFile(ctx, out, s.Tensors, s.Metadata, &opt); err != nil {
-			return nil, err
-		}
+		opt.Beside = append(append([]checkpoint.ExtraFile(nil), opt.Beside...), files...)
+		err = checkpoint.WriteFile(ctx, out, s.Tensors, s.Metadata, &opt)
 	} else {
 		o := &checkpoint.Output{Shards: p.shards, Index: p.Input.Index != nil}
 		if p.Input.Index != nil {
-			o.IndexMetadata = indexMetadata(p.Input.Index.Metadata)
+			o.IndexMetadata = p.indexMetadata()
 		}
-		for _, name := range p.Input.Files {
-			if name == reportName && p.noReport {
+		for _, name := range append(slices.Clone(p.Input.Files), p.Input.Unindexed...) {
+			if name == reportName {
 				continue // the input's prune report describes the input, not this output
 			}
 			if name == "config.json" && p.config != nil {
@@ -73,18 +103,34 @@ func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOption
 			}
 			o.Files = append(o.Files, checkpoint.ExtraFile{Name: name, From: filepath.Join(p.Input.Dir, name)})
 		}
-		if err := checkpoint.WriteDir(ctx, out, o, &opt); err != nil {
-			return nil, err
-		}
+		o.Files = append(o.Files, files...)
+		err = checkpoint.WriteDir(ctx, out, o, &opt)
 	}
-	r := p.report(out)
-	if p.noReport {
-		return r, nil
+	if report == nil && (err == nil || p.noReport) {
+		report = p.report(out)
 	}
-	if err := writeJSON(ctx, ReportPath(out, p.single), r, opt); err != nil {
-		return r, err
-	}
-	return r, nil
+	return report, err
+}
+
+// digestSet collects the SHA-256 of every tensor written, from several
+// goroutines.
+type digestSet struct {
+	mu   sync.Mutex
+	sums map[string]string
+}
+
+// add records the digest of the tensor called name.
+func (d *digestSet) add(name string, sum [sha256.Size]byte) {
+	d.mu.Lock()
+	d.sums[name] = hex.EncodeToString(sum[:])
+	d.mu.Unlock()
+}
+
+// all returns a copy of the digests recorded so far.
+func (d *digestSet) all() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.sums)
 }
 
 // protect lists the input paths the output must not replace.
@@ -99,24 +145,34 @@ func (p *Plan) protect() []string {
 	return paths
 }
 
-// indexMetadata copies the input index's metadata; the writer sets
-// total_size.
-func indexMetadata(in map[string]any) map[string]any {
+// indexMetadata copies the input index's metadata (the writer sets
+// total_size), with total_parameters, where the input has it, counted
+// over the output's tensors.
+func (p *Plan) indexMetadata() map[string]any {
 	out := map[string]any{}
-	for k, v := range in {
+	for k, v := range p.Input.Index.Metadata {
 		if k != "total_size" {
 			out[k] = v
 		}
 	}
+	if _, ok := out["total_parameters"]; ok {
+		var n int64
+		for _, s := range p.shards {
+			for _, t := range s.Tensors {
+				n += numElements(t.Shape)
+			}
+		}
+		out["total_parameters"] = n
+	}
 	return out
 }
 
-// writeJSON writes v as indented JSON, atomically.
-func writeJSON(ctx context.Context, path string, v any, opt checkpoint.WriteOptions) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
+// numElements is the product of shape (1 for a scalar).
+func numElements(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
 	}
-	opt.Force = true
-	return checkpoint.WriteBytes(ctx, path, append(b, '\n'), &opt)
+	return n
 }
+
