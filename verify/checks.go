@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 
@@ -20,10 +21,13 @@ const (
 	CheckRule      = "rule"       // equals the rule applied to the original
 	CheckIdentical = "identical"  // a non-target is byte-identical to the original
 	CheckNumeric   = "numeric"    // sparse product equals pruned-dense product
+	CheckDigest    = "digest"     // a tensor's bytes hash to the prune report's SHA-256
+	CheckPresent   = "present"    // a target the manifest lists is in the checkpoint
 )
 
-// checkCompressed runs checks 1–4 on one compressed weight.
-func checkCompressed(c *surgery.Compressed, rule prune24.Rule, ours bool, opt Options, num numeric) Result {
+// checkCompressed runs checks 1–4 on one compressed weight. It returns
+// an error only when ctx is done; failed checks are in the Result.
+func checkCompressed(ctx context.Context, c *surgery.Compressed, rule prune24.Rule, ours bool, opt Options, num numeric) (Result, error) {
 	res := Result{Tensor: c.Name, Format: string(c.Format)}
 	var orig []byte
 	if opt.Original != nil {
@@ -31,34 +35,63 @@ func checkCompressed(c *surgery.Compressed, rule prune24.Rule, ours bool, opt Op
 		if err != nil {
 			res.add(CheckRule, err)
 			res.finish()
-			return res
+			return res, nil
 		}
 		orig = o
 	}
-	structErr, roundErr, ruleErr := walkCompressed(c, rule, ours, orig, opt.Progress)
-	res.add(CheckStructure, structErr)
-	res.add(CheckRoundTrip, roundErr)
-	if orig != nil {
-		res.add(CheckRule, ruleErr)
+	w, err := walkCompressed(ctx, c, rule, ours, orig, opt.Progress)
+	if err != nil {
+		return res, err
 	}
-	if structErr == nil && roundErr == nil {
-		rel, maxAbs, err := num.Compare(c)
-		res.RelErr, res.MaxAbs = rel, maxAbs
-		if err == nil && !(rel <= num.Tolerance()) {
-			err = fmt.Errorf("relative error %.3g over tolerance %.3g (max abs %.3g)", rel, num.Tolerance(), maxAbs)
+	res.add(CheckStructure, w.structErr)
+	res.add(CheckRoundTrip, w.roundErr)
+	if orig != nil {
+		res.add(CheckRule, w.ruleErr)
+	}
+	if note := w.nonFinite.note(); note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	if w.structErr == nil && w.roundErr == nil {
+		cmp, err := num.Compare(ctx, c)
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return res, ctxErr
+		}
+		res.RelErr, res.MaxAbs = cmp.relErr, cmp.maxAbs
+		if err == nil && !(cmp.relErr <= num.Tolerance()) {
+			err = fmt.Errorf("relative error %.3g over tolerance %.3g (max abs %.3g)", cmp.relErr, num.Tolerance(), cmp.maxAbs)
 		}
 		res.add(CheckNumeric, err)
+		if cmp.nonFinite > 0 {
+			res.Checks[len(res.Checks)-1].Detail = fmt.Sprintf("%d product elements non-finite in both products alike, left out of the error%s",
+				cmp.nonFinite, detailSuffix(err))
+		}
 	} else {
 		res.add(CheckNumeric, fmt.Errorf("not run: the compressed form does not decode"))
 	}
 	res.finish()
-	return res
+	return res, nil
+}
+
+// detailSuffix returns "; " and err's text, or "" for nil.
+func detailSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "; " + err.Error()
+}
+
+// walk is the outcome of walkCompressed: the first error of each check,
+// and where the weight holds non-finite values.
+type walk struct {
+	structErr, roundErr, ruleErr error
+	nonFinite                    weightScan
 }
 
 // walkCompressed decodes c chunk by chunk and runs the structure,
-// round-trip and (with orig) rule checks. The first error of each kind is
-// returned.
-func walkCompressed(c *surgery.Compressed, rule prune24.Rule, ours bool, orig []byte, progress func(int64)) (structErr, roundErr, ruleErr error) {
+// round-trip and (with orig) rule checks, and records the non-finite
+// weights. It returns an error only when ctx is done, checked between
+// chunks.
+func walkCompressed(ctx context.Context, c *surgery.Compressed, rule prune24.Rule, ours bool, orig []byte, progress func(int64)) (*walk, error) {
 	rowBytes := c.Cols * c.DType.Size()
 	a := c.RowAlign()
 	step := max(chunkBytes/rowBytes/a*a, a)
@@ -66,32 +99,38 @@ func walkCompressed(c *surgery.Compressed, rule prune24.Rule, ours bool, orig []
 	var scratch, v2, i2 []byte
 	values, index := c.File.Data(c.Values), c.File.Data(c.Index)
 	vRow, iRow := len(values)/c.Rows, len(index)/c.Rows
+	w := &walk{}
 	for r0 := 0; r0 < c.Rows; r0 += step {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		n := min(step, c.Rows-r0)
 		d := dense[:n*rowBytes]
 		var err error
 		scratch, err = c.DecodeRows(d, r0, n, scratch)
 		if err != nil {
-			return err, err, err
+			w.structErr, w.roundErr, w.ruleErr = err, err, err
+			return w, nil
 		}
-		if structErr == nil {
+		w.nonFinite.scan(d, c.DType, c.Cols, r0)
+		if w.structErr == nil {
 			if err := prune24.Check(d, c.DType, c.Cols, rule); err != nil {
-				structErr = prune24.OffsetRows(err, r0)
+				w.structErr = prune24.OffsetRows(err, r0)
 			}
 		}
-		if roundErr == nil && (c.Format == surgery.FormatAmpere || ours) {
-			roundErr = reencode(c, d, r0, n, values[r0*vRow:(r0+n)*vRow], scratch, index[r0*iRow:(r0+n)*iRow], &v2, &i2)
+		if w.roundErr == nil && (c.Format == surgery.FormatAmpere || ours) {
+			w.roundErr = reencode(c, d, r0, n, values[r0*vRow:(r0+n)*vRow], scratch, index[r0*iRow:(r0+n)*iRow], &v2, &i2)
 		}
-		if orig != nil && ruleErr == nil {
+		if orig != nil && w.ruleErr == nil {
 			if err := prune24.CheckRule(d, orig[r0*rowBytes:(r0+n)*rowBytes], c.DType, c.Cols, rule); err != nil {
-				ruleErr = prune24.OffsetRows(err, r0)
+				w.ruleErr = prune24.OffsetRows(err, r0)
 			}
 		}
 		if progress != nil {
 			progress(int64(n * rowBytes))
 		}
 	}
-	return structErr, roundErr, ruleErr
+	return w, nil
 }
 
 // reencode packs the decoded rows again and compares with the stored
@@ -123,37 +162,73 @@ func reencode(c *surgery.Compressed, dense []byte, r0, n int, values, ampMeta, b
 	return nil
 }
 
-// checkDense runs checks 1 and 3 on a target of the dense format.
-func checkDense(ck *checkpoint.Checkpoint, name string, rule prune24.Rule, opt Options) Result {
+// checkDense runs checks 1 and 3 on a target of the dense format, in
+// chunks of rows. It returns an error only when ctx is done, checked
+// between chunks.
+func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rule prune24.Rule, opt Options) (Result, error) {
 	res := Result{Tensor: name, Format: string(surgery.FormatDense)}
 	f, info, ok := ck.Lookup(name)
 	if !ok {
 		res.add(CheckStructure, fmt.Errorf("the manifest lists %s but the checkpoint lacks it", name))
 		res.finish()
-		return res
+		return res, nil
 	}
 	dt, ok := prune24.DTypeOf(string(info.DType))
 	if !ok || len(info.Shape) != 2 || info.Shape[1]%4 != 0 {
 		res.add(CheckStructure, fmt.Errorf("%s %v is not a prunable weight", info.DType, info.Shape))
 		res.finish()
-		return res
+		return res, nil
+	}
+	rows, cols := int(info.Shape[0]), int(info.Shape[1])
+	var orig []byte
+	var origErr error
+	if opt.Original != nil {
+		orig, origErr = originalWeight(opt.Original, name, string(info.DType), rows, cols)
 	}
 	data := f.Data(info)
-	cols := int(info.Shape[1])
-	res.add(CheckStructure, prune24.Check(data, dt, cols, rule))
-	if opt.Original != nil {
-		orig, err := originalWeight(opt.Original, name, string(info.DType), int(info.Shape[0]), cols)
-		if err == nil {
-			err = prune24.CheckRule(data, orig, dt, cols, rule)
-		}
-		res.add(CheckRule, err)
+	if data == nil {
+		res.add(CheckStructure, fmt.Errorf("%s: the tensor's bytes lie outside the file", f.Path()))
+		res.finish()
+		return res, nil
 	}
-	f.Release(data)
-	if opt.Progress != nil {
-		opt.Progress(info.Size())
+	rowBytes := cols * dt.Size()
+	step := max(chunkBytes/max(rowBytes, 1), 1)
+	var structErr, ruleErr error
+	var scan weightScan
+	for r0 := 0; r0 < rows; r0 += step {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		n := min(step, rows-r0)
+		d := data[r0*rowBytes : (r0+n)*rowBytes]
+		scan.scan(d, dt, cols, r0)
+		if structErr == nil {
+			if err := prune24.Check(d, dt, cols, rule); err != nil {
+				structErr = prune24.OffsetRows(err, r0)
+			}
+		}
+		if orig != nil && ruleErr == nil {
+			if err := prune24.CheckRule(d, orig[r0*rowBytes:(r0+n)*rowBytes], dt, cols, rule); err != nil {
+				ruleErr = prune24.OffsetRows(err, r0)
+			}
+		}
+		f.Release(d)
+		if opt.Progress != nil {
+			opt.Progress(int64(n * rowBytes))
+		}
+	}
+	res.add(CheckStructure, structErr)
+	if opt.Original != nil {
+		if origErr != nil {
+			ruleErr = origErr
+		}
+		res.add(CheckRule, ruleErr)
+	}
+	if note := scan.note(); note != "" {
+		res.Notes = append(res.Notes, note)
 	}
 	res.finish()
-	return res
+	return res, nil
 }
 
 // originalWeight finds a target's weight in the original checkpoint.
@@ -170,8 +245,9 @@ func originalWeight(orig *checkpoint.Checkpoint, name, dtype string, rows, cols 
 
 // checkOthers compares every non-target tensor with the original: each
 // must be present and byte-identical, and the output must add nothing
-// but the compressed forms of targets.
-func checkOthers(ck, orig *checkpoint.Checkpoint, targets map[string]bool) []Result {
+// but the compressed forms of targets. It returns an error only when ctx
+// is done, checked between chunks.
+func checkOthers(ctx context.Context, ck, orig *checkpoint.Checkpoint, targets map[string]bool) ([]Result, error) {
 	var out []Result
 	compressedParts := map[string]bool{}
 	for name := range targets {
@@ -194,13 +270,17 @@ func checkOthers(ck, orig *checkpoint.Checkpoint, targets map[string]bool) []Res
 			res.add(CheckIdentical, fmt.Errorf("is %s %v, the original %s %v", info.DType, info.Shape, oi.DType, oi.Shape))
 		default:
 			a, b := f.Data(info), of.Data(oi)
-			if i := firstDiff(a, b); i >= 0 {
-				res.add(CheckIdentical, fmt.Errorf("byte %d of the tensor differs from the original", i))
-			} else {
-				res.add(CheckIdentical, nil)
-			}
+			i, err := firstDiffChunked(ctx, a, b)
 			f.Release(a)
 			of.Release(b)
+			switch {
+			case err != nil:
+				return nil, err
+			case i >= 0:
+				res.add(CheckIdentical, fmt.Errorf("byte %d of the tensor differs from the original", i))
+			default:
+				res.add(CheckIdentical, nil)
+			}
 		}
 		res.finish()
 		if !res.OK {
@@ -222,7 +302,26 @@ func checkOthers(ck, orig *checkpoint.Checkpoint, targets map[string]bool) []Res
 		res.finish()
 		out = append(out, res)
 	}
-	return out
+	return out, nil
+}
+
+// firstDiffChunked is firstDiff in chunks of chunkBytes, returning
+// ctx's error when it is done between chunks.
+func firstDiffChunked(ctx context.Context, a, b []byte) (int, error) {
+	n := min(len(a), len(b))
+	for off := 0; off < n; off += chunkBytes {
+		if err := ctx.Err(); err != nil {
+			return -1, err
+		}
+		end := min(off+chunkBytes, n)
+		if i := firstDiff(a[off:end], b[off:end]); i >= 0 {
+			return off + i, nil
+		}
+	}
+	if len(a) != len(b) {
+		return n, nil
+	}
+	return -1, nil
 }
 
 // firstDiff returns the first index where a and b differ, or -1.

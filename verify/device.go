@@ -8,7 +8,7 @@ import (
 func newNumeric(opt Options) (numeric, error) {
 	switch opt.Device {
 	case "", "cpu":
-		return &cpuNumeric{tokens: opt.Tokens, seed: opt.Seed}, nil
+		return newCPUNumeric(opt.Tokens, opt.Seed, ""), nil
 	case "cuda", "auto":
 		g, err := newGPUNumeric(opt)
 		if err == nil {
@@ -17,7 +17,7 @@ func newNumeric(opt Options) (numeric, error) {
 		if opt.Device == "cuda" {
 			return nil, fmt.Errorf("--device cuda: %w", err)
 		}
-		return &cpuNumeric{tokens: opt.Tokens, seed: opt.Seed, why: "GPU unavailable: " + err.Error()}, nil
+		return newCPUNumeric(opt.Tokens, opt.Seed, "GPU unavailable: "+err.Error()), nil
 	}
 	return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", opt.Device)
 }

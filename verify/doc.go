@@ -12,7 +12,18 @@
 //     (each group decoded through its metadata, the way the tensor core
 //     does) equals the pruned dense product, in float64 on the CPU, or on
 //     the GPU's sparse tensor cores against cuBLASLt (see [Options.Device]).
+//     Elements non-finite in either product (a weight holding ±Inf, which
+//     the rule keeps) must be non-finite in both the same way and are
+//     left out of the error; the weights' non-finite positions are
+//     listed in [Result.Notes];
 //
-// A Report says which checks passed per tensor. Run returns an error only
-// when the verification could not run at all.
+// and, when the checkpoint has prune's report with per-tensor SHA-256
+// digests, that every tensor of every shard hashes to its digest and the
+// two list the same tensors, which sees any changed byte without the
+// original.
+//
+// A Report says which checks passed per tensor, and in Checked and
+// NotChecked what was checked and what was not, with the reason. Run
+// returns an error only when the verification could not run at all,
+// including when its context is done.
 package verify

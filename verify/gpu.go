@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -50,7 +51,7 @@ func newGPUNumeric(opt Options) (numeric, error) {
 		return nil, err
 	}
 	g := &gpuNumeric{dev: dev, seed: opt.Seed, tokens: defaultGPUTokens(),
-		cpu: &cpuNumeric{tokens: max(opt.Tokens, 1), seed: opt.Seed}}
+		cpu: newCPUNumeric(max(opt.Tokens, 1), opt.Seed, "")}
 	if opt.Tokens > 0 && opt.TokensSet {
 		g.tokens = []int{opt.Tokens}
 	}
@@ -92,109 +93,115 @@ func (g *gpuNumeric) Describe() string {
 		g.dev.Info(), g.dev.SparseBackend(), g.dev.DenseBackend(), ref, g.tokens, spotRows)
 }
 
-// Compare runs every token count and returns the worst errors.
-func (g *gpuNumeric) Compare(c *surgery.Compressed) (float64, float64, error) {
+// Compare runs every token count and returns the worst errors; ctx is
+// checked between token counts.
+func (g *gpuNumeric) Compare(ctx context.Context, c *surgery.Compressed) (comparison, error) {
 	dt, ok := kernelType(c)
 	if !ok {
 		// Bitmask and F32 forms have no tensor-core kernel here; their
 		// check runs on the CPU.
-		return g.cpu.Compare(c)
+		return g.cpu.Compare(ctx, c)
+	}
+	if err := ctx.Err(); err != nil {
+		return comparison{}, err
 	}
 	rows, cols := c.Rows, c.Cols
 	packed, err := g.dev.Upload(c.File.Data(c.Values))
 	if err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
 	defer packed.Free()
 	meta, err := g.dev.Upload(c.File.Data(c.Index))
 	if err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
 	defer meta.Free()
 	var w *kernels.Buffer
 	if g.orig != nil {
 		o, err := g.orig(c.Name)
 		if err != nil {
-			return 0, 0, err
+			return comparison{}, err
 		}
 		dense := make([]byte, len(o))
 		if _, err := prune24.Prune(dense, o, c.DType, cols, 0, prune24.Rule24); err != nil {
-			return 0, 0, err
+			return comparison{}, err
 		}
 		w, err = g.dev.Upload(dense)
 		if err != nil {
-			return 0, 0, err
+			return comparison{}, err
 		}
 	} else {
 		if w, err = g.dev.Alloc(int64(rows * cols * c.DType.Size())); err != nil {
-			return 0, 0, err
+			return comparison{}, err
 		}
 		if err := g.dev.DecodeAmpere(w, packed, meta, dt, rows, cols); err != nil {
 			w.Free()
-			return 0, 0, err
+			return comparison{}, err
 		}
 	}
 	defer w.Free()
-	var worstRel, worstAbs float64
+	var worst comparison
 	for i, m := range g.tokens {
-		rel, abs, err := g.compareM(c, dt, packed, meta, w, m, g.seed+uint64(i))
-		if err != nil {
-			return 0, 0, fmt.Errorf("M=%d: %w", m, err)
+		if err := ctx.Err(); err != nil {
+			return comparison{}, err
 		}
-		worstRel, worstAbs = max(worstRel, rel), max(worstAbs, abs)
+		cmp, err := g.compareM(c, dt, packed, meta, w, m, g.seed+uint64(i))
+		worst.relErr, worst.maxAbs = max(worst.relErr, cmp.relErr), max(worst.maxAbs, cmp.maxAbs)
+		worst.nonFinite = max(worst.nonFinite, cmp.nonFinite)
+		if err != nil {
+			return worst, fmt.Errorf("M=%d: %w", m, err)
+		}
 	}
-	return worstRel, worstAbs, nil
+	return worst, nil
 }
 
 // compareM runs one token count: sparse and dense products on the GPU,
 // then the float64 spot check of sampled rows on the CPU.
-func (g *gpuNumeric) compareM(c *surgery.Compressed, dt kernels.DType, packed, meta, w *kernels.Buffer, m int, seed uint64) (float64, float64, error) {
+func (g *gpuNumeric) compareM(c *surgery.Compressed, dt kernels.DType, packed, meta, w *kernels.Buffer, m int, seed uint64) (comparison, error) {
 	n, k := c.Rows, c.Cols
 	xh, xf := randomActivations(m, k, c.DType, seed)
 	x, err := g.dev.Upload(xh)
 	if err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
 	defer x.Free()
 	ys, err := g.dev.Alloc(int64(m * n * 4))
 	if err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
 	defer ys.Free()
 	yd, err := g.dev.Alloc(int64(m * n * 4))
 	if err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
 	defer yd.Free()
 	if err := g.dev.SparseMatmul(ys, x, packed, meta, dt, m, n, k); err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
 	if err := g.dev.DenseMatmul(yd, x, w, dt, m, n, k); err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
 	sb, db := make([]byte, m*n*4), make([]byte, m*n*4)
 	if err := ys.Download(sb); err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
 	if err := yd.Download(db); err != nil {
-		return 0, 0, err
+		return comparison{}, err
 	}
-	var num, den, maxAbs float64
+	// Y is M×N, token-major. A weight holding ±Inf gives ±Inf or NaN
+	// in the rows it reaches, in both products alike whatever the order
+	// of accumulation (an Inf stays an Inf, +Inf + -Inf and Inf·0 are
+	// NaN either way); those elements are compared by class.
+	var diff productDiff
 	for i := 0; i < m*n; i++ {
 		s := float64(math.Float32frombits(binary.LittleEndian.Uint32(sb[4*i:])))
 		d := float64(math.Float32frombits(binary.LittleEndian.Uint32(db[4*i:])))
-		if math.IsNaN(s) || math.IsNaN(d) {
-			return 0, 0, fmt.Errorf("NaN in the GPU result at token %d, row %d", i/n, i%n)
-		}
-		num += (s - d) * (s - d)
-		den += d * d
-		maxAbs = max(maxAbs, math.Abs(s-d))
+		diff.add(s, d, i%n, i/n)
 	}
-	rel := math.Sqrt(num) / math.Sqrt(max(den, math.SmallestNonzeroFloat64))
-	if err := spotCheck(c, sb, xf, m, seed); err != nil {
-		return rel, maxAbs, err
+	if diff.mismatch != nil {
+		return diff.comparison(), diff.mismatch
 	}
-	return rel, maxAbs, nil
+	return diff.comparison(), spotCheck(c, sb, xf, m, seed)
 }
 
 // spotCheck recomputes spotRows sampled rows of Y in float64 from the CPU
@@ -207,7 +214,7 @@ func spotCheck(c *surgery.Compressed, ys []byte, x []float64, m int, seed uint64
 	dense := make([]byte, a*rowBytes)
 	w := make([]float64, c.Cols)
 	var scratch []byte
-	var num, den float64
+	var diff productDiff
 	for range spotRows {
 		r := rng.IntN(c.Rows)
 		r0 := r / a * a
@@ -222,14 +229,25 @@ func spotCheck(c *surgery.Compressed, ys []byte, x []float64, m int, seed uint64
 				ref += wk * x[t*c.Cols+kk]
 			}
 			got := float64(math.Float32frombits(binary.LittleEndian.Uint32(ys[4*(t*c.Rows+r):])))
-			num += (got - ref) * (got - ref)
-			den += ref * ref
+			diff.add(got, f32Range(ref), r, t)
 		}
 	}
-	if rel := math.Sqrt(num) / math.Sqrt(max(den, math.SmallestNonzeroFloat64)); !(rel <= spotTolerance) {
+	if diff.mismatch != nil {
+		return fmt.Errorf("float64 spot check of %d rows: %w", spotRows, diff.mismatch)
+	}
+	if rel := diff.rel(); !(rel <= spotTolerance) {
 		return fmt.Errorf("float64 spot check of %d rows: relative error %.3g over %.3g", spotRows, rel, spotTolerance)
 	}
 	return nil
+}
+
+// f32Range returns v, or ±Inf where v lies beyond the float32 range, as
+// an f32 accumulation of the same terms overflows.
+func f32Range(v float64) float64 {
+	if math.Abs(v) > math.MaxFloat32 {
+		return math.Copysign(math.Inf(1), v)
+	}
+	return v
 }
 
 // kernelType maps a compressed weight to the GPU kernels' type, if they

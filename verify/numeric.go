@@ -1,10 +1,11 @@
 package verify
 
 import (
+	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
@@ -12,9 +13,10 @@ import (
 // numeric computes check 4 for a compressed weight: Y from the compressed
 // form against Y from the decoded dense weight.
 type numeric interface {
-	// Compare returns the relative Frobenius error and the largest
-	// absolute error between the two products.
-	Compare(c *surgery.Compressed) (relErr, maxAbs float64, err error)
+	// Compare compares the two products. It returns an error when they
+	// differ in non-finite class at some element, when the compressed
+	// form cannot be read, or when ctx is done (checked between rows).
+	Compare(ctx context.Context, c *surgery.Compressed) (comparison, error)
 	// Tolerance is the largest relative error that passes.
 	Tolerance() float64
 	// Describe says where the check runs, for the report.
@@ -43,6 +45,34 @@ type cpuNumeric struct {
 	tokens int
 	seed   uint64
 	why    string // why the CPU was chosen, for auto
+
+	// X depends only on the tokens, the seed and K: the tensors of one K
+	// share it, so its memory does not grow with the workers.
+	mu sync.Mutex
+	xs map[int]*sharedTokens
+}
+
+// sharedTokens is X for one K, drawn once.
+type sharedTokens struct {
+	once sync.Once
+	x    []float64
+}
+
+func newCPUNumeric(tokens int, seed uint64, why string) *cpuNumeric {
+	return &cpuNumeric{tokens: tokens, seed: seed, why: why, xs: map[int]*sharedTokens{}}
+}
+
+// tokensFor returns X for k columns.
+func (n *cpuNumeric) tokensFor(k int) []float64 {
+	n.mu.Lock()
+	st, ok := n.xs[k]
+	if !ok {
+		st = &sharedTokens{}
+		n.xs[k] = st
+	}
+	n.mu.Unlock()
+	st.once.Do(func() { st.x = randomTokens(n.tokens, k, n.seed) })
+	return st.x
 }
 
 func (n *cpuNumeric) Tolerance() float64 { return cpuTolerance }
@@ -58,11 +88,23 @@ func (n *cpuNumeric) Describe() string {
 	return s
 }
 
+// comparison is the outcome of a numerical check.
+type comparison struct {
+	// relErr is ‖Y_sparse − Y_dense‖_F / ‖Y_dense‖_F and maxAbs the
+	// largest |Y_sparse − Y_dense|, both over the finite elements.
+	relErr, maxAbs float64
+	// nonFinite counts the elements non-finite in both products alike,
+	// which the sums leave out.
+	nonFinite int
+}
+
 // Compare computes Y[r][m] = Σ_k W[r][k]·X[m][k] twice: straight from
 // the compressed form, reading each group's kept positions from its
-// metadata nibble or bitmask bits, and from the decoded dense rows.
-func (n *cpuNumeric) Compare(c *surgery.Compressed) (float64, float64, error) {
-	x := randomTokens(n.tokens, c.Cols, n.seed)
+// metadata nibble or bitmask bits, and from the decoded dense rows. The
+// two add the same nonzero terms in the same order, so an element is
+// non-finite in one exactly when it is in the other.
+func (n *cpuNumeric) Compare(ctx context.Context, c *surgery.Compressed) (comparison, error) {
+	x := n.tokensFor(c.Cols)
 	sp := newSparseReader(c)
 	rowBytes := c.Cols * c.DType.Size()
 	a := c.RowAlign()
@@ -71,16 +113,22 @@ func (n *cpuNumeric) Compare(c *surgery.Compressed) (float64, float64, error) {
 	w := make([]float64, c.Cols)
 	ys := make([]float64, n.tokens)
 	var scratch []byte
-	var num, den, maxAbs float64
+	var diff productDiff
 	for r0 := 0; r0 < c.Rows; r0 += step {
 		cnt := min(step, c.Rows-r0)
 		var err error
 		if scratch, err = c.DecodeRows(dense[:cnt*rowBytes], r0, cnt, scratch); err != nil {
-			return 0, 0, err
+			return comparison{}, err
 		}
 		for r := r0; r < r0+cnt; r++ {
+			// A row costs tokens·cols multiply-adds twice: with many
+			// tokens a chunk of rows takes seconds, so ctx is checked
+			// per row.
+			if err := ctx.Err(); err != nil {
+				return comparison{}, err
+			}
 			if err := sp.row(r, x, ys); err != nil {
-				return 0, 0, err
+				return comparison{}, err
 			}
 			decodeRow(w, dense[(r-r0)*rowBytes:(r-r0+1)*rowBytes], c.DType)
 			for m := range n.tokens {
@@ -89,14 +137,11 @@ func (n *cpuNumeric) Compare(c *surgery.Compressed) (float64, float64, error) {
 				for k, wk := range w {
 					yd += wk * xm[k]
 				}
-				d := ys[m] - yd
-				num += d * d
-				den += yd * yd
-				maxAbs = max(maxAbs, math.Abs(d))
+				diff.add(ys[m], yd, r, m)
 			}
 		}
 	}
-	return math.Sqrt(num) / math.Sqrt(max(den, math.SmallestNonzeroFloat64)), maxAbs, nil
+	return diff.comparison(), diff.mismatch
 }
 
 // randomTokens draws X[m][k] uniform in [-1, 1).

@@ -26,15 +26,22 @@ type Options struct {
 	// GPU is the CUDA device ordinal.
 	GPU int
 	// Tokens is the number of random activation columns (M) of the
-	// numerical check. On the CPU it defaults to 8; on the GPU the check
-	// runs M = 1, 13, 64 and 257 unless TokensSet asks for Tokens alone.
-	Tokens    int
+	// numerical check, 1 to MaxTokens; 0 without TokensSet is the
+	// default. On the CPU the default is 8; on the GPU the check runs
+	// M = 1, 13, 64 and 257 unless TokensSet asks for Tokens alone. Run
+	// fails with an error wrapping ErrTokens outside that range.
+	Tokens int
+	// TokensSet says that Tokens was asked for, so that 0 is an error.
 	TokensSet bool
 	// Seed seeds the random activations.
 	Seed uint64
 	// Progress, when set, is called (from several goroutines) with the
-	// number of weight bytes checked.
+	// number of bytes checked: the dense bytes of each target as it is
+	// checked, and each tensor's bytes as it is hashed.
 	Progress func(n int64)
+	// ProgressTotal, when set, is called once before the first Progress
+	// call with the total that the Progress calls will add up to.
+	ProgressTotal func(total int64)
 	// Notef, when set, receives notes for the user: that the GPU's
 	// kernels are being compiled, when that takes a while.
 	Notef func(format string, args ...any)
@@ -56,6 +63,9 @@ type Result struct {
 	Tensor string  `json:"tensor"`
 	Format string  `json:"format"`
 	Checks []Check `json:"checks"`
+	// Notes tell the user what was found without failing a check: where
+	// the weight holds ±Inf or NaN.
+	Notes []string `json:"notes,omitempty"`
 	// RelErr is ‖Y_sparse − Y_dense‖_F / ‖Y_dense‖_F and MaxAbs the
 	// largest |Y_sparse − Y_dense| of the numerical check.
 	RelErr float64 `json:"rel_err"`
@@ -74,6 +84,11 @@ type Report struct {
 	Passed    int      `json:"passed"`
 	Failed    int      `json:"failed"`
 	OK        bool     `json:"ok"`
+	// Checked says what was checked, one line each; NotChecked what was
+	// not, each line with the reason, so that a PASS claims no more than
+	// it checked.
+	Checked    []string `json:"checked"`
+	NotChecked []string `json:"not_checked"`
 }
 
 func (r *Result) add(name string, err error) {
@@ -92,10 +107,14 @@ func (r *Result) finish() {
 }
 
 // Run verifies ck. It returns an error only when the verification could
-// not run; failed checks are in the report.
+// not run (bad options, unreadable input, ctx done: then an error
+// wrapping ctx's); failed checks are in the report.
 func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, error) {
-	if opt.Tokens <= 0 {
-		opt.Tokens = 8
+	if err := checkTokens(opt); err != nil {
+		return nil, err
+	}
+	if opt.Tokens == 0 {
+		opt.Tokens = defaultCPUTokens
 	}
 	man, err := surgery.ReadManifest(ck)
 	if err != nil && !errors.Is(err, surgery.ErrNoManifest) {
@@ -107,6 +126,10 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 	}
 	if man == nil && len(comps) == 0 {
 		return nil, fmt.Errorf("%s: %w", ck.Path, ErrNothingToVerify)
+	}
+	pruneReport, err := surgery.ReadReport(ck)
+	if err != nil && !errors.Is(err, surgery.ErrNoReport) {
+		return nil, err
 	}
 	rep := &Report{Checkpoint: ck.Path}
 	num, err := newNumeric(opt)
@@ -120,20 +143,49 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 	} else {
 		rep.Format = string(comps[0].Format)
 	}
+	cov := coverage{opt: opt, num: num, report: pruneReport}
 	targets := map[string]bool{}
 	// Tensors are checked in parallel; each result has its slot, so the
 	// report's order does not depend on scheduling.
-	var jobs []func() Result
+	var jobs []func(context.Context) (Result, error)
+	var total int64
 	for _, c := range comps {
 		targets[c.Name] = true
 		rule := ruleOf(man, c.Name)
-		jobs = append(jobs, func() Result { return checkCompressed(c, rule, man != nil, opt, num) })
+		ours := man != nil
+		jobs = append(jobs, func(ctx context.Context) (Result, error) { return checkCompressed(ctx, c, rule, ours, opt, num) })
+		total += int64(c.Rows) * int64(c.Cols) * int64(c.DType.Size())
+		cov.compressed++
+		if c.Format == surgery.FormatBitmask && !ours {
+			cov.foreign++
+		}
+		if _, ok := kernelType(c); !ok {
+			cov.cpuOnly++
+		}
 	}
 	if man != nil && man.Format == surgery.FormatDense {
 		for _, name := range man.TargetNames() {
 			targets[name] = true
-			jobs = append(jobs, func() Result { return checkDense(ck, name, ruleOf(man, name), opt) })
+			jobs = append(jobs, func(ctx context.Context) (Result, error) { return checkDense(ctx, ck, name, ruleOf(man, name), opt) })
+			if _, info, ok := ck.Lookup(name); ok {
+				total += info.Size()
+			}
 		}
+	}
+	cov.targets = len(targets)
+	nChecks := len(jobs)
+	var missing []string
+	if pruneReport != nil && pruneReport.SHA256 != nil {
+		var tensors []digestTensor
+		tensors, missing = digestPlan(ck, pruneReport.SHA256)
+		for _, d := range tensors {
+			jobs = append(jobs, func(ctx context.Context) (Result, error) { return d.check(ctx, opt.Progress) })
+			total += d.info.Size()
+		}
+		cov.digests, cov.shards = len(tensors), len(ck.Shards)
+	}
+	if opt.ProgressTotal != nil {
+		opt.ProgressTotal(total)
 	}
 	results := make([]Result, len(jobs))
 	g, gctx := errgroup.WithContext(ctx)
@@ -143,26 +195,37 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			results[i] = job()
-			return nil
+			r, err := job(gctx)
+			results[i] = r
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("verify %s: %w", ck.Path, err)
 	}
-	rep.Results = append(rep.Results, results...)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("verify %s: %w", ck.Path, err)
+	}
+	rep.Results = append(rep.Results, results[:nChecks]...)
+	if cov.digests > 0 || len(missing) > 0 {
+		rep.Results = append(rep.Results, digestResults(results[nChecks:], missing)...)
+	}
 	if man != nil {
 		for _, name := range man.TargetNames() {
 			if !targets[name] {
 				r := Result{Tensor: name, Format: string(man.Format)}
-				r.add("present", fmt.Errorf("the manifest lists %s but the checkpoint has no such target", name))
+				r.add(CheckPresent, fmt.Errorf("the manifest lists %s but the checkpoint has no such target", name))
 				r.finish()
 				rep.Results = append(rep.Results, r)
 			}
 		}
 	}
 	if opt.Original != nil {
-		rep.Results = append(rep.Results, checkOthers(ck, opt.Original, targets)...)
+		others, err := checkOthers(ctx, ck, opt.Original, targets)
+		if err != nil {
+			return nil, fmt.Errorf("verify %s: %w", ck.Path, err)
+		}
+		rep.Results = append(rep.Results, others...)
 	}
 	sort.SliceStable(rep.Results, func(i, j int) bool { return rep.Results[i].Tensor < rep.Results[j].Tensor })
 	for i := range rep.Results {
@@ -173,6 +236,7 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 		}
 	}
 	rep.OK = rep.Failed == 0
+	rep.Checked, rep.NotChecked = cov.lines()
 	return rep, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,6 +139,7 @@ func TestCorruptionIsCaught(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := pruned(t, tt.format)
+			withDigests(t, dir)
 			patch(t, dir, tt.tensor, tt.off, tt.fn)
 			rep := run(t, dir, tt.original)
 			if rep.OK {
@@ -151,7 +153,13 @@ func TestCorruptionIsCaught(t *testing.T) {
 			if !strings.Contains(strings.Join(checks, ","), tt.wantCheck) {
 				t.Errorf("%s failed %v, want %s among them", tt.blame, checks, tt.wantCheck)
 			}
-			if len(failed) != 1 {
+			// The patched tensor's digest fails too.
+			if d := failed[tt.tensor]; !slices.Contains(d, verify.CheckDigest) {
+				t.Errorf("the digest of %s did not fail: %v", tt.tensor, failed)
+			}
+			delete(failed, tt.tensor)
+			delete(failed, tt.blame)
+			if len(failed) != 0 {
 				t.Errorf("other tensors blamed too: %v", failed)
 			}
 		})

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
@@ -28,15 +29,33 @@ compressed-tensors sparse-24-bitmask checkpoint):
   rule        with --original: the kept values are bit-exact and are the
               ones the rule picks; every other tensor is byte-identical
   numeric     Y = W·X from the compressed form equals the pruned dense
-              product on random X: in float64 on the CPU (tolerance 1e-12
-              relative), or with --device cuda on the GPU's sparse tensor
-              cores against cuBLASLt (f32 accumulation, tolerance 1e-5)
+              product on --tokens random columns X: in float64 on the CPU
+              (tolerance 1e-12 relative), or with --device cuda on the
+              GPU's sparse tensor cores against cuBLASLt (f32
+              accumulation, tolerance 1e-5). An element that is ±Inf or
+              NaN in either product (a weight holding ±Inf, which the rule
+              keeps) must be the same in both and is left out of the
+              error; the positions of such weights are listed as notes
+  digest      with the prune report (sfsurgery.json, which prune writes):
+              every tensor of every shard hashes to the SHA-256 the report
+              records, and the two list the same tensors; this sees any
+              changed byte without --original
+
+After the verdict, verify lists what it checked and what it did not, with
+the reason (no --original, no report, the CPU instead of the GPU).
+
+--tokens takes 1 to ` + strconv.Itoa(verify.MaxTokens) + `: the random activations take
+tokens × columns × 8 bytes for each width of weight.
 
 Exit codes: 0 every check passed; 1 a check failed; 2 verify could not
-run (bad input, unreadable file, no GPU for --device cuda).`,
+run (bad input or flags, unreadable file, no GPU for --device cuda,
+interrupted).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCheckpoint,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if tokens < 1 || tokens > verify.MaxTokens {
+				return fmt.Errorf("--tokens %d: %w: want 1 to %d", tokens, verify.ErrTokens, verify.MaxTokens)
+			}
 			ck, err := checkpoint.Open(args[0])
 			if err != nil {
 				return err
@@ -60,6 +79,9 @@ run (bad input, unreadable file, no GPU for --device cuda).`,
 			}
 			bar := newProgress(ck.TotalSize(), "verifying", quiet || asJSON)
 			opt.Progress = bar.fn()
+			if bar != nil {
+				opt.ProgressTotal = bar.bar.ChangeMax64
+			}
 			rep, err := verify.Run(cmd.Context(), ck, opt)
 			bar.finish()
 			if err != nil {
@@ -83,7 +105,7 @@ run (bad input, unreadable file, no GPU for --device cuda).`,
 	fl.StringVar(&original, "original", "", "the checkpoint that was pruned: check the rule and every other tensor")
 	fl.StringVar(&device, "device", "cpu", "where the numerical check runs: cpu, cuda or auto")
 	fl.IntVar(&gpu, "gpu", 0, "CUDA device ordinal")
-	fl.IntVar(&tokens, "tokens", 8, "random activation columns (M) of the numerical check")
+	fl.IntVar(&tokens, "tokens", 8, fmt.Sprintf("random activation columns (M) of the numerical check, 1 to %d", verify.MaxTokens))
 	fl.Uint64Var(&seed, "seed", 1, "seed of the random activations")
 	fl.IntVar(&workers, "workers", 0, "tensors checked at once (default: every core on the CPU; up to 16 with a GPU, 4 with --original)")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -92,16 +114,33 @@ run (bad input, unreadable file, no GPU for --device cuda).`,
 	return cmd
 }
 
-// printVerify prints the per-tensor table and the one-line verdict.
+// printVerify prints the per-tensor table, the notes, the one-line
+// verdict and what was and was not checked (with --quiet only what was
+// not).
 func printVerify(w io.Writer, rep *verify.Report, quiet bool) {
 	fmt.Fprintf(w, "numeric check: %s\n", rep.Device)
 	if !quiet || !rep.OK {
 		printResults(w, rep, quiet)
 	}
+	if !quiet {
+		for _, r := range rep.Results {
+			for _, n := range r.Notes {
+				fmt.Fprintf(w, "note: %s: %s\n", r.Tensor, n)
+			}
+		}
+	}
 	if rep.OK {
 		fmt.Fprintf(w, "PASS: %d checked, all passed (%s)\n", rep.Passed, rep.Format)
 	} else {
 		fmt.Fprintf(w, "FAIL: %d of %d failed (%s)\n", rep.Failed, rep.Passed+rep.Failed, rep.Format)
+	}
+	if !quiet {
+		for _, c := range rep.Checked {
+			fmt.Fprintf(w, "checked: %s\n", c)
+		}
+	}
+	for _, c := range rep.NotChecked {
+		fmt.Fprintf(w, "not checked: %s\n", c)
 	}
 }
 
