@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -75,6 +76,17 @@ func TestReportDigests(t *testing.T) {
 		}
 		if len(onDisk.SHA256) != n {
 			t.Errorf("%s %s: %d digests for %d tensors", tc.in, tc.format, len(onDisk.SHA256), n)
+		}
+		if ck.Index != nil {
+			var params int64
+			for _, f := range ck.Shards {
+				for _, ti := range f.Tensors {
+					params += ti.NumElements()
+				}
+			}
+			if got := ck.Index.Metadata["total_parameters"]; fmt.Sprint(got) != fmt.Sprint(params) {
+				t.Errorf("%s %s: index total_parameters %v, the output's tensors hold %d", tc.in, tc.format, got, params)
+			}
 		}
 		if !filepath.IsAbs(onDisk.Input) || !filepath.IsAbs(onDisk.Output) {
 			t.Errorf("report paths %q, %q are not absolute", onDisk.Input, onDisk.Output)

@@ -104,12 +104,17 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 	if f.dryRun {
 		return printPlan(w, plan, out, size, f.asJSON)
 	}
+	errw := cmd.ErrOrStderr()
+	for _, warn := range plan.Warnings() {
+		fmt.Fprintln(errw, "sfsurgery: warning: "+warn)
+	}
 	limitMemory()
 	bar := newProgress(size, "pruning", f.quiet)
-	rep, err := plan.Write(cmd.Context(), out, checkpoint.WriteOptions{Workers: f.workers, Force: f.force, Progress: bar.fn()})
+	rep, err := plan.Write(cmd.Context(), out, checkpoint.WriteOptions{Workers: f.workers, Force: f.force, Progress: bar.fn(),
+		Stale: func(s checkpoint.Stale) { fmt.Fprintln(errw, "sfsurgery: "+s.String()) }})
 	bar.finish()
 	if err != nil {
-		return err
+		return writeError(cmd, out, err)
 	}
 	if f.asJSON {
 		return writeJSONTo(w, rep)

@@ -46,10 +46,12 @@ into a dense P.weight. The output is byte-identical to what
 			}
 			limitMemory()
 			bar := newProgress(size, "unpacking", quiet)
-			_, err = plan.Write(cmd.Context(), out, checkpoint.WriteOptions{Workers: workers, Force: force, Progress: bar.fn()})
+			errw := cmd.ErrOrStderr()
+			_, err = plan.Write(cmd.Context(), out, checkpoint.WriteOptions{Workers: workers, Force: force, Progress: bar.fn(),
+				Stale: func(s checkpoint.Stale) { fmt.Fprintln(errw, "sfsurgery: "+s.String()) }})
 			bar.finish()
 			if err != nil {
-				return err
+				return writeError(cmd, out, err)
 			}
 			if !quiet {
 				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d weights decoded to dense\n", out, len(plan.Targets))
