@@ -199,16 +199,31 @@ func TestBitmaskConfig(t *testing.T) {
 
 func TestDefaultOutput(t *testing.T) {
 	dir := t.TempDir()
-	tests := []struct{ in, want string }{
-		{"/m/model.safetensors", "/m/model-2of4.safetensors"},
-		{dir, dir + "-2of4"},
-		{dir + "/", dir + "-2of4"},
-		{"/m/llama/model.safetensors.index.json", "/m/llama-2of4"},
+	cache := filepath.Join(t.TempDir(), "models--TinyLlama--TinyLlama-1.1B-Chat-v1.0", "snapshots", strings.Repeat("ab", 20))
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ in, suffix, want string }{
+		{"/m/model.safetensors", "-2of4", "model-2of4.safetensors"},
+		{"/m/model.safetensors", "-dense", "model-dense.safetensors"},
+		{dir, "-2of4", filepath.Base(dir) + "-2of4"},
+		{dir + "/", "-2of4", filepath.Base(dir) + "-2of4"},
+		{"/m/llama/model.safetensors.index.json", "-2of4", "llama-2of4"},
+		{"/m/llama/model.safetensors.index.json", "-dense", "llama-dense"},
+		{cache, "-2of4", "TinyLlama-1.1B-Chat-v1.0-2of4"},
+		{cache + "/model.safetensors.index.json", "-dense", "TinyLlama-1.1B-Chat-v1.0-dense"},
+		{cache + "/model.safetensors", "-2of4", "model-2of4.safetensors"},
+		{"/", "-2of4", "model-2of4"},
 	}
 	for _, tt := range tests {
-		if got := surgery.DefaultOutput(tt.in); got != tt.want {
-			t.Errorf("DefaultOutput(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := surgery.DefaultOutput(tt.in, tt.suffix); got != tt.want {
+			t.Errorf("DefaultOutput(%q, %q) = %q, want %q", tt.in, tt.suffix, got, tt.want)
 		}
+	}
+	// "." is named after the current directory.
+	t.Chdir(dir)
+	if got, want := surgery.DefaultOutput(".", "-2of4"), filepath.Base(dir)+"-2of4"; got != want {
+		t.Errorf("DefaultOutput(\".\") = %q, want %q", got, want)
 	}
 }
 

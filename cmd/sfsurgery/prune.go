@@ -94,7 +94,7 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 	}
 	out := f.out
 	if out == "" {
-		out = surgery.DefaultOutput(input)
+		out = surgery.DefaultOutput(input, "-2of4")
 	}
 	size, err := plan.OutputSize()
 	if err != nil {
