@@ -125,11 +125,12 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 	return nil
 }
 
-// printPlan prints what prune would do.
+// printPlan prints what prune would do, for --dry-run: the text ends
+// with a line saying that nothing was written, the JSON says "dry_run".
 func printPlan(w io.Writer, p *surgery.Plan, out string, size int64, asJSON bool) error {
 	if asJSON {
 		return writeJSONTo(w, map[string]any{
-			"input": p.Input.Path, "output": out, "format": p.Options.Format,
+			"dry_run": true, "input": p.Input.Path, "output": out, "format": p.Options.Format,
 			"output_bytes": size, "input_bytes": p.Input.TotalSize(), "targets": p.Targets,
 		})
 	}
@@ -146,7 +147,11 @@ func printPlan(w io.Writer, p *surgery.Plan, out string, size int64, asJSON bool
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", t.Name, t.DType, t.Shape, action)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "\ndry run: nothing was written")
+	return err
 }
 
 // printSummary prints the end-of-run summary of prune. Projection-like
