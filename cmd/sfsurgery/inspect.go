@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
@@ -43,14 +44,14 @@ Only the headers are read, so it is instant on any size of model.`,
 
 // inspectInfo is the JSON form of inspect's output.
 type inspectInfo struct {
-	Path         string            `json:"path"`
-	Architecture string            `json:"architecture,omitempty"`
-	Shards       []string          `json:"shards"`
-	TensorCount  int               `json:"tensor_count"`
-	TotalBytes   int64             `json:"total_bytes"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
-	Warnings     []string          `json:"warnings,omitempty"`
-	Tensors      []tensorRow       `json:"tensors"`
+	Path         string                     `json:"path"`
+	Architecture string                     `json:"architecture,omitempty"`
+	Shards       []string                   `json:"shards"`
+	TensorCount  int                        `json:"tensor_count"`
+	TotalBytes   int64                      `json:"total_bytes"`
+	Metadata     map[string]json.RawMessage `json:"metadata,omitempty"`
+	Warnings     []string                   `json:"warnings,omitempty"`
+	Tensors      []tensorRow                `json:"tensors"`
 }
 
 type tensorRow struct {
@@ -73,7 +74,7 @@ func describe(ck *checkpoint.Checkpoint) inspectInfo {
 	for _, s := range ck.Shards {
 		info.Shards = append(info.Shards, filepath.Base(s.Path()))
 		if info.Metadata == nil && len(s.Metadata) > 0 {
-			info.Metadata = s.Metadata
+			info.Metadata = metadataJSON(s.Metadata)
 		}
 	}
 	for _, name := range ck.Names() {
@@ -89,6 +90,31 @@ func describe(ck *checkpoint.Checkpoint) inspectInfo {
 	}
 	info.TensorCount = len(info.Tensors)
 	return info
+}
+
+// metadataJSON returns a shard's __metadata__ for the JSON output: a
+// value that holds a JSON object (sfsurgery's record, a
+// quantization_config) as that object, every other value as a string.
+func metadataJSON(md map[string]string) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(md))
+	for k, v := range md {
+		if isJSONObject(v) {
+			out[k] = json.RawMessage(v)
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			continue // a string always marshals
+		}
+		out[k] = b
+	}
+	return out
+}
+
+// isJSONObject reports whether s is one valid JSON object.
+func isJSONObject(s string) bool {
+	t := strings.TrimSpace(s)
+	return strings.HasPrefix(t, "{") && json.Valid([]byte(t))
 }
 
 func printInspect(w io.Writer, info inspectInfo) error {
