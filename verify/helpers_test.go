@@ -2,14 +2,10 @@ package verify_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
@@ -97,43 +93,6 @@ func pruneFile(t *testing.T, in, out string, f surgery.Format) {
 		t.Fatal(err)
 	}
 	if _, err := p.Write(context.Background(), out, checkpoint.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// withDigests makes sure the prune report of the output out records the
-// SHA-256 of every tensor, filling them in from the files when prune did
-// not.
-func withDigests(t *testing.T, out string) {
-	t.Helper()
-	ck, err := checkpoint.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	rep, err := surgery.ReadReport(ck)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.SHA256 != nil {
-		return
-	}
-	rep.SHA256 = map[string]string{}
-	for _, f := range ck.Shards {
-		b, err := os.ReadFile(f.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ti := range f.Tensors {
-			sum := sha256.Sum256(b[f.DataOffset+ti.Begin : f.DataOffset+ti.End])
-			rep.SHA256[ti.Name] = hex.EncodeToString(sum[:])
-		}
-	}
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(surgery.ReportPath(out, !ck.IsDir()), js, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
