@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"runtime"
-	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/surgery"
@@ -38,7 +36,7 @@ into a dense P.weight. The output is byte-identical to what
 				return err
 			}
 			if out == "" {
-				out = defaultUnpackOutput(args[0])
+				out = surgery.DefaultOutput(args[0], "-dense")
 			}
 			size, err := plan.OutputSize()
 			if err != nil {
@@ -59,22 +57,10 @@ into a dense P.weight. The output is byte-identical to what
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output path (default: input with -dense added)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output path (default: <name>-dense in the current directory, named after the model)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing output")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary")
 	cmd.Flags().StringVar(&maxShard, "max-shard-size", "", "split the output into shards of at most this size (e.g. 5GB) instead of mirroring the input's")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "tensors processed at once")
 	return cmd
-}
-
-// defaultUnpackOutput adds -dense to the input's name.
-func defaultUnpackOutput(input string) string {
-	input = filepath.Clean(input)
-	if filepath.Base(input) == checkpoint.IndexName {
-		input = filepath.Dir(input)
-	}
-	if s, ok := strings.CutSuffix(input, ".safetensors"); ok {
-		return s + "-dense.safetensors"
-	}
-	return input + "-dense"
 }
