@@ -185,13 +185,13 @@ func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rul
 	if opt.Original != nil {
 		orig, origErr = originalWeight(opt.Original, name, string(info.DType), rows, cols)
 	}
+	rowBytes := cols * dt.Size()
 	data := f.Data(info)
-	if data == nil {
-		res.add(CheckStructure, fmt.Errorf("%s: the tensor's bytes lie outside the file", f.Path()))
+	if data == nil || int64(len(data)) != int64(rows)*int64(rowBytes) || (orig != nil && len(orig) != len(data)) {
+		res.add(CheckStructure, fmt.Errorf("%s: the tensor's %d bytes do not hold %s %v", f.Path(), len(data), info.DType, info.Shape))
 		res.finish()
 		return res, nil
 	}
-	rowBytes := cols * dt.Size()
 	step := max(chunkBytes/max(rowBytes, 1), 1)
 	var structErr, ruleErr error
 	var scan weightScan
