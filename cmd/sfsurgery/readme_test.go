@@ -71,7 +71,7 @@ func TestUsageLines(t *testing.T) {
 	root.AddCommand(a, long, hidden)
 	want := "" +
 		"tool --version\n" +
-		"tool a      <x> [-o OUTPUT] [--json] [--targets TARGETS]... [--workers N]\n" +
+		"tool a      <x> [-o|--output OUTPUT] [--json] [--targets TARGETS]... [--workers N]\n" +
 		"            [--gemm-share SHARE] [--device cpu|cuda] [--max-shard-size SIZE]\n" +
 		"tool completion bash [--no-descriptions]\n" +
 		"tool completion fish [--no-descriptions]\n" +
@@ -128,7 +128,7 @@ func usageLines(root *cobra.Command, width int) string {
 }
 
 // flagWords renders c's visible flags in the order they were defined:
-// "[--json]", "[-o OUTPUT]", "[--format a|b|c]", "[--targets RE]...".
+// "[--json]", "[-o|--output OUTPUT]", "[--format a|b|c]", "[--targets TARGETS]...".
 func flagWords(c *cobra.Command) []string {
 	inherited := c.InheritedFlags()
 	fs := c.Flags()
@@ -140,7 +140,7 @@ func flagWords(c *cobra.Command) []string {
 		}
 		name := "--" + f.Name
 		if f.Shorthand != "" {
-			name = "-" + f.Shorthand
+			name = "-" + f.Shorthand + "|" + name
 		}
 		w := "[" + name
 		if v := flagValueName(c, f); v != "" {
