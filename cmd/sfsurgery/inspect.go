@@ -19,8 +19,10 @@ func newInspectCmd() *cobra.Command {
 		Short: "Show what a checkpoint holds (reads headers only)",
 		Long: `inspect prints a checkpoint's architecture (from config.json), shards,
 tensor count, total bytes and a table of tensors. The checkpoint is a
-.safetensors file, a model.safetensors.index.json, or a model directory.
-Only the headers are read, so it is instant on any size of model.`,
+.safetensors file, a model.safetensors.index.json, a model directory, or
+a Hugging Face model id (org/name[@revision]) in the local cache. Only the
+headers are read, so it is instant on any size of model. With --json,
+metadata values that hold JSON objects are given as objects.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCheckpoint,
 		RunE: func(cmd *cobra.Command, args []string) error {
