@@ -2,9 +2,9 @@ package verify
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -66,27 +66,33 @@ func (d digestTensor) check(ctx context.Context, progress func(int64)) (Result, 
 }
 
 // hashTensor returns the lower-case hex SHA-256 of tensor t's bytes in f
-// ([DataOffset+Begin, DataOffset+End)), read with pread in chunks of
-// chunkBytes; ctx is checked between chunks and progress is told of each.
+// ([DataOffset+Begin, DataOffset+End)), read in chunks by
+// checkpoint.SHA256, which checks ctx between them; progress is told of
+// each chunk.
 func hashTensor(ctx context.Context, f *checkpoint.File, t checkpoint.TensorInfo, progress func(int64)) (string, error) {
-	h := sha256.New()
-	size := t.Size()
-	buf := make([]byte, min(size, chunkBytes))
-	for off := int64(0); off < size; {
-		if err := ctx.Err(); err != nil {
-			return "", err
+	sum, err := checkpoint.SHA256(ctx, countingReader{f, progress}, f.DataOffset+t.Begin, t.Size())
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
 		}
-		n := min(int64(len(buf)), size-off)
-		if _, err := f.ReadAt(buf[:n], f.DataOffset+t.Begin+off); err != nil {
-			return "", fmt.Errorf("%s: tensor %q: byte %d: reading for its digest: %w", f.Path(), t.Name, off, err)
-		}
-		h.Write(buf[:n])
-		off += n
-		if progress != nil {
-			progress(n)
-		}
+		return "", fmt.Errorf("%s: tensor %q: reading for its digest: %w", f.Path(), t.Name, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// countingReader tells progress of every byte read through it.
+type countingReader struct {
+	r        io.ReaderAt
+	progress func(int64)
+}
+
+// ReadAt reads from r and counts what it read.
+func (c countingReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	if c.progress != nil && n > 0 {
+		c.progress(int64(n))
+	}
+	return n, err
 }
 
 // digestResults turns the per-tensor outcomes into the report's results:
