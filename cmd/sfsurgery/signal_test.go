@@ -213,3 +213,25 @@ func TestInterruptAnyMoment(t *testing.T) {
 		checkEmpty(t, dir)
 	}
 }
+
+// TestSignalStopsVerify interrupts the CPU numerical check of a large
+// verify: it stops with exit 2 and says only that it was interrupted
+// (verify writes nothing, so it claims nothing about an output path).
+func TestSignalStopsVerify(t *testing.T) {
+	in := model(t)
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, errs := sfs(t, "prune", in, "-o", out, "--quiet"); code != exitOK {
+		t.Fatalf("prune: exit %d: %s", code, errs)
+	}
+	cmd, stderr := sfsProcess(t, "verify", out, "--tokens", "1024", "--quiet")
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	stop := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer stop.Stop()
+	code := exitCode(cmd.Wait())
+	if code != exitError || stderr.String() != "sfsurgery: interrupted\n" {
+		t.Errorf("exit %d, stderr %q; want exit %d, %q", code, stderr.String(), exitError, "sfsurgery: interrupted\n")
+	}
+}
