@@ -17,6 +17,7 @@ import (
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/speed"
+	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -40,7 +41,7 @@ type benchFlags struct {
 func newBenchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
-		Use:   "bench [<checkpoint> | --shapes NxK,...]",
+		Use:   "bench [<checkpoint>]",
 		Short: "Measure 2:4 sparse against dense products on this GPU and derive a dispatch policy",
 		Long: `bench times y[M][N] = x[M][K]·Wᵀ for every weight shape of a checkpoint
 (its q/k/v/o/gate/up/down projections, unique (out, in) pairs) or of
@@ -81,13 +82,13 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.shapes, "shapes", "", "shapes to measure instead of a checkpoint's: NxK, OPS=NxK or a model shape, comma-separated")
-	fl.StringVar(&f.ms, "m", "1,16,64,256,1024,4096,16384", "token counts M, comma-separated")
+	fl.StringVar(&f.shapes, "shapes", "", "shapes to measure instead of a checkpoint's: `NxK,...`, OPS=NxK or a model shape, comma-separated")
+	fl.StringVar(&f.ms, "m", "1,16,64,256,1024,4096,16384", "token counts `M,...`, comma-separated")
 	fl.StringVar(&f.dtype, "dtype", "bf16", "bf16 or f16")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
-	fl.StringVar(&f.plot, "plot", "", "write speedup vs M per shape to this .png or .svg file")
-	fl.StringVar(&f.policy, "policy", "", "write the dispatch policy (JSON) to this file")
-	fl.StringVar(&f.markdown, "markdown", "", "write the report as a Markdown document to this file")
+	fl.StringVar(&f.plot, "plot", "", "write speedup vs M per shape to this .png or .svg `FILE`")
+	fl.StringVar(&f.policy, "policy", "", "write the dispatch policy (JSON) to this `FILE`")
+	fl.StringVar(&f.markdown, "markdown", "", "write the report as a Markdown document to this `FILE`")
 	fl.Float64Var(&f.share, "gemm-share", speed.DefaultGEMMShare, "fraction of step time in these products, for the end-to-end estimate")
 	fl.IntVar(&f.runs, "runs", speed.DefaultRuns, "timed runs per row (at least 20)")
 	fl.IntVar(&f.warmup, "warmup", speed.DefaultWarmup, "warm-up runs per row")
@@ -101,8 +102,9 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	fl.BoolVar(&f.noLt, "no-cusparselt", false, "leave cuSPARSELt out")
 	fl.BoolVar(&f.fuse, "fuse", false, "measure q,k,v and gate,up stacked per layer (qkv, gate_up), as serving engines run them")
 	fl.BoolVar(&f.list, "list", false, "list the shapes that would be measured and exit (needs no GPU)")
-	fl.StringVar(&f.report, "report", "", "render a saved --json report (Markdown, plot, policy, text) instead of measuring")
+	fl.StringVar(&f.report, "report", "", "render a saved --json report `FILE` (Markdown, plot, policy, text) instead of measuring")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	_ = cmd.RegisterFlagCompletionFunc("dtype", cobra.FixedCompletions([]string{"bf16", "f16"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -306,14 +308,14 @@ func benchShapes(args []string, spec string, fusion speed.Fusion) ([]speed.Shape
 	return nil, errors.New("give a checkpoint or --shapes (e.g. --shapes llama3-8b or --shapes 4096x4096)")
 }
 
-// modelName names a checkpoint by its path: the directory, or the file
-// without its extension.
+// modelName names a checkpoint by its path: the model directory (a Hub
+// model's name for a cache snapshot), or the file without its extension.
 func modelName(path string) string {
-	base := filepath.Base(filepath.Clean(path))
-	if base == "model.safetensors.index.json" || base == "model.safetensors" {
-		base = filepath.Base(filepath.Dir(filepath.Clean(path)))
+	p := filepath.Clean(path)
+	if base := filepath.Base(p); base == checkpoint.IndexName || base == "model.safetensors" {
+		p = filepath.Dir(p)
 	}
-	return strings.TrimSuffix(strings.TrimSuffix(base, ".json"), ".safetensors")
+	return surgery.ModelName(p)
 }
 
 // parseMs reads --m: positive integers, comma-separated.

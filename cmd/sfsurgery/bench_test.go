@@ -135,8 +135,14 @@ func TestBenchRuns(t *testing.T) {
 }
 
 func TestModelName(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "models--TinyLlama--TinyLlama-1.1B-Chat-v1.0", "snapshots", "0123456789abcdef0123456789abcdef01234567")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string]string{
-		"/m/Llama-3-8B/": "Llama-3-8B",
+		snap:                                     "TinyLlama-1.1B-Chat-v1.0",
+		filepath.Join(snap, "model.safetensors"): "TinyLlama-1.1B-Chat-v1.0",
+		"/m/Llama-3-8B/":                         "Llama-3-8B",
 		"/m/Llama-3-8B/model.safetensors.index.json": "Llama-3-8B",
 		"/m/tiny.safetensors":                        "tiny",
 		"/m/dir/model.safetensors":                   "dir",
