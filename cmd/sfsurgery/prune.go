@@ -31,8 +31,9 @@ func newPruneCmd() *cobra.Command {
 		Use:   "prune <checkpoint>",
 		Short: "Prune the projections to 2:4 and write them in a sparse format",
 		Long: `prune keeps, in every group of 4 consecutive weights along the input
-dimension of the attention (q/k/v/o) and MLP (gate/up/down) projections,
-the 2 of largest magnitude (ties to the lower index), and writes:
+dimension of the attention (q/k/v/o) and MLP (gate/up/down) projections
+(MoE experts and Phi-3's fused qkv_proj/gate_up_proj included, routers
+never), the 2 of largest magnitude (ties to the lower index), and writes:
 
   ampere   P.packed + P.meta + P.shape: PyTorch's CUTLASS semi-structured
            layout byte for byte (out%32==0, in%64==0; others stay dense)
@@ -41,7 +42,10 @@ the 2 of largest magnitude (ties to the lower index), and writes:
   dense    pruned weights in place, loadable by any serving engine
 
 Everything else is copied byte for byte, the shard layout is kept, and
-nothing appears at the output path until the whole output is written.`,
+nothing appears at the output path until the whole output, its report
+sfsurgery.json (with every tensor's SHA-256) included, is written.
+--force replaces only an earlier output or a checkpoint, never a
+directory holding other files, nor the current directory.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeCheckpoint,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,19 +53,19 @@ nothing appears at the output path until the whole output is written.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.out, "output", "o", "", "output path (default: input with -2of4 added)")
+	fl.StringVarP(&f.out, "output", "o", "", "output `PATH` (default: <name>-2of4 in the current directory, named after the model)")
 	fl.StringVar(&f.format, "format", "ampere", "output format: ampere, bitmask or dense")
-	fl.StringArrayVar(&f.targets, "targets", nil, "regular expression of tensors to prune (repeatable; default: the q/k/v/o and gate/up/down projection weights)")
-	fl.StringArrayVar(&f.ignore, "ignore", nil, "regular expression of tensors never to prune (repeatable)")
+	fl.StringArrayVar(&f.targets, "targets", nil, "regular expression (`RE`) of tensors to prune (repeatable; default: the attention and MLP projections, MoE experts and fused qkv/gate_up included)")
+	fl.StringArrayVar(&f.ignore, "ignore", nil, "regular expression (`RE`) of tensors never to prune (repeatable)")
 	fl.StringVar(&f.scope, "scope", "all", "default targets: all, attn or mlp")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "tensors processed at once")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan and the output size; write nothing")
 	fl.BoolVar(&f.asJSON, "json", false, "print the plan or report as JSON")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar or summary")
-	fl.BoolVar(&f.force, "force", false, "replace an existing output")
+	fl.BoolVar(&f.force, "force", false, "replace an existing output: an earlier output or a checkpoint, never a directory holding other files")
 	fl.BoolVar(&f.strict, "strict", false, "fail on a target that fails the format's shape guard instead of leaving it dense")
 	fl.BoolVar(&f.skipUnsupported, "skip-unsupported", false, "leave targets of an unsupported dtype or rank dense instead of failing")
-	fl.StringVar(&f.maxShard, "max-shard-size", "", "split the output into shards of at most this size (e.g. 5GB, 500MiB) instead of mirroring the input's")
+	fl.StringVar(&f.maxShard, "max-shard-size", "", "split the output into shards of at most this `SIZE` (e.g. 5GB, 500MiB) instead of mirroring the input's")
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"ampere", "bitmask", "dense"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("scope", cobra.FixedCompletions([]string{"all", "attn", "mlp"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

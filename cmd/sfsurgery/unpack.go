@@ -57,8 +57,8 @@ into a dense P.weight. The output is byte-identical to what
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output path (default: <name>-dense in the current directory, named after the model)")
-	cmd.Flags().BoolVar(&force, "force", false, "replace an existing output")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output `PATH` (default: <name>-dense in the current directory, named after the model)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing output: an earlier output or a checkpoint, never a directory holding other files")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar or summary")
 	cmd.Flags().StringVar(&maxShard, "max-shard-size", "", "split the output into shards of at most this size (e.g. 5GB) instead of mirroring the input's")
 	cmd.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "tensors processed at once")

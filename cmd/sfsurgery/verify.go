@@ -102,7 +102,7 @@ interrupted).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&original, "original", "", "the checkpoint that was pruned: check the rule and every other tensor")
+	fl.StringVar(&original, "original", "", "the `CHECKPOINT` that was pruned: check the rule and every other tensor")
 	fl.StringVar(&device, "device", "cpu", "where the numerical check runs: cpu, cuda or auto")
 	fl.IntVar(&gpu, "gpu", 0, "CUDA device ordinal")
 	fl.IntVar(&tokens, "tokens", 8, fmt.Sprintf("random activation columns (M) of the numerical check, 1 to %d", verify.MaxTokens))
