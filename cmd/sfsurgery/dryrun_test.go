@@ -34,3 +34,24 @@ func TestDryRunSaysSo(t *testing.T) {
 		t.Errorf("--dry-run wrote %s", out)
 	}
 }
+
+// TestDryRunListsNotPruned checks that the plan lists and counts the
+// projection-like tensors a run would leave unpruned, in text and JSON.
+func TestDryRunListsNotPruned(t *testing.T) {
+	code, stdout, errs := sfs(t, "prune", testdataModel, "--dry-run", "--scope", "attn")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"12 projection-like tensors not pruned", "not pruned: model.layers.N.mlp.down_proj.weight ×4: outside --scope attn"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("plan lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = sfs(t, "prune", testdataModel, "--dry-run", "--scope", "attn", "--json")
+	var plan struct {
+		NotPruned []struct{ Name, Reason string } `json:"not_pruned"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &plan); code != exitOK || err != nil || len(plan.NotPruned) != 12 {
+		t.Errorf("--json: exit %d, %v, %d not pruned, want 12", code, err, len(plan.NotPruned))
+	}
+}

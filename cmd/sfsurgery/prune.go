@@ -136,12 +136,19 @@ func printPlan(w io.Writer, p *surgery.Plan, out string, size int64, asJSON bool
 		return writeJSONTo(w, map[string]any{
 			"dry_run": true, "input": p.Input.Path, "output": out, "format": p.Options.Format,
 			"output_bytes": size, "input_bytes": p.Input.TotalSize(), "targets": p.Targets,
+			"not_pruned": p.NotPruned, "warnings": p.Warnings(),
 		})
 	}
 	fmt.Fprintf(w, "input:   %s (%s of tensors)\n", p.Input.Path, humanBytes(p.Input.TotalSize()))
 	fmt.Fprintf(w, "output:  %s (%s, %d bytes)\n", out, humanBytes(size), size)
 	fmt.Fprintf(w, "format:  %s\n", p.Options.Format)
-	fmt.Fprintf(w, "targets: %d to prune, %d left dense\n\n", p.Pruned(), len(p.Targets)-p.Pruned())
+	fmt.Fprintf(w, "targets: %d to prune, %d left dense, %d projection-like tensors not pruned\n",
+		p.Pruned(), len(p.Targets)-p.Pruned(), len(p.NotPruned))
+	printNotPruned(w, p.NotPruned)
+	for _, warn := range p.Warnings() {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENSOR\tDTYPE\tSHAPE\tACTION")
 	for _, t := range p.Targets {
@@ -170,19 +177,7 @@ func printSummary(w io.Writer, r *surgery.Report) {
 			fmt.Fprintf(w, "    left dense: %s: %s\n", t.Name, t.Skip)
 		}
 	}
-	type group struct{ name, reason string }
-	counts := map[group]int{}
-	var order []group
-	for _, t := range r.NotPruned {
-		g := group{surgery.FoldIndices(t.Name), t.Reason}
-		if counts[g] == 0 {
-			order = append(order, g)
-		}
-		counts[g]++
-	}
-	for _, g := range order {
-		fmt.Fprintf(w, "    not pruned: %s ×%d: %s\n", g.name, counts[g], g.reason)
-	}
+	printNotPruned(w, r.NotPruned)
 	fmt.Fprintf(w, "  bytes: %s in, %s out (%.1f%%)\n", humanBytes(r.BytesIn), humanBytes(r.BytesOut),
 		100*float64(r.BytesOut)/float64(max(r.BytesIn, 1)))
 	fmt.Fprintf(w, "  kept magnitude: %.4f of Σ|w| overall", r.KeptFraction)
@@ -196,4 +191,23 @@ func writeJSONTo(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printNotPruned lists projection-like tensors that are not targets, with
+// their layer and expert numbers folded into N, one line per name and
+// reason.
+func printNotPruned(w io.Writer, list []surgery.NotPruned) {
+	type group struct{ name, reason string }
+	counts := map[group]int{}
+	var order []group
+	for _, t := range list {
+		g := group{surgery.FoldIndices(t.Name), t.Reason}
+		if counts[g] == 0 {
+			order = append(order, g)
+		}
+		counts[g]++
+	}
+	for _, g := range order {
+		fmt.Fprintf(w, "    not pruned: %s ×%d: %s\n", g.name, counts[g], g.reason)
+	}
 }
