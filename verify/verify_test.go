@@ -18,44 +18,19 @@ const testdataModel = "../testdata/tiny-llama-bf16"
 // pruned writes testdata pruned in format f into a temp dir.
 func pruned(t *testing.T, f surgery.Format) string {
 	t.Helper()
-	ck, err := checkpoint.Open(testdataModel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	p, err := surgery.NewPlan(ck, surgery.Options{Format: f, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), string(f))
-	if _, err := p.Write(context.Background(), out, checkpoint.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	pruneFile(t, testdataModel, out, f)
 	return out
 }
 
-// run verifies dir against testdata.
+// run verifies dir, against testdata when withOriginal is set.
 func run(t *testing.T, dir string, withOriginal bool) *verify.Report {
 	t.Helper()
-	ck, err := checkpoint.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	opt := verify.Options{Device: "cpu", Tokens: 4, Seed: 3}
+	orig := ""
 	if withOriginal {
-		o, err := checkpoint.Open(testdataModel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer o.Close()
-		opt.Original = o
+		orig = testdataModel
 	}
-	rep, err := verify.Run(context.Background(), ck, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return verifyPath(t, dir, orig)
 }
 
 // patch rewrites byte off of tensor name (in whatever shard holds it)
