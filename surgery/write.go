@@ -175,4 +175,3 @@ func numElements(shape []int64) int64 {
 	}
 	return n
 }
-
