@@ -12,14 +12,16 @@
 #   sfsurgery prune --format dense
 #   sfsurgery prune --format ampere
 # GB/s counts the input's bytes. Needs /usr/bin/time (Debian package
-# `time`) for peak RSS.
+# `time`) for peak RSS. SFSURGERY_BIN names a built binary to time instead
+# of building one (for a machine without Go).
 set -euo pipefail
 shape=${1:-tinyllama}
 layers=${2:-0}
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-$(mktemp -d)}
-bin=$dir/sfsurgery
-go build -o "$bin" ./cmd/sfsurgery
+mkdir -p "$dir"
+bin=${SFSURGERY_BIN:-$dir/sfsurgery}
+[ -n "${SFSURGERY_BIN:-}" ] || go build -o "$bin" ./cmd/sfsurgery
 in=$dir/model
 rm -rf "$in"
 args=(synth --shape "$shape" -o "$in")
@@ -37,10 +39,10 @@ timeit() { # name, command...
     t0=$(date +%s.%N)
     /usr/bin/time -f "%M" -o "$dir/rss" "$@" >/dev/null
     t1=$(date +%s.%N)
-    best=$(echo "$t1 - $t0" | bc -l)
+    best=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
   done
   local gbs
-  gbs=$(echo "$bytes / $best / 1000000000" | bc -l)
+  gbs=$(awk -v n="$bytes" -v t="$best" 'BEGIN { print n / t / 1e9 }')
   printf '%-14s %7.2f s  %6.2f GB/s  peak RSS %6d MiB\n' "$name" "$best" "$gbs" "$(( $(cat "$dir/rss") / 1024 ))"
   echo "$gbs" >"$dir/$name.gbs"
 }
@@ -49,7 +51,7 @@ timeit cp cp -r "$in" "$dir/out"
 timeit prune-dense "$bin" prune "$in" -o "$dir/out" --format dense --quiet
 timeit prune-ampere "$bin" prune "$in" -o "$dir/out" --format ampere --quiet
 for f in prune-dense prune-ampere; do
-  printf '%s / cp = %.2f\n' "$f" "$(echo "$(cat "$dir/$f.gbs") / $(cat "$dir/cp.gbs")" | bc -l)"
+  printf '%s / cp = %.2f\n' "$f" "$(awk -v a="$(cat "$dir/$f.gbs")" -v b="$(cat "$dir/cp.gbs")" 'BEGIN { print a / b }')"
 done
 [ -z "${BENCH_DIR:-}" ] && rm -rf "$dir"
 exit 0
