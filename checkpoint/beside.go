@@ -89,7 +89,8 @@ func (bs besideFiles) install(main string) error {
 			err = os.Remove(old)
 		}
 		if err != nil {
-			errs = append(errs, &Error{File: b.path, Off: -1, Err: err, Detail: main + " was written, but this file beside it was not put in place"})
+			errs = append(errs, &Error{File: main, Off: -1, Err: ErrInstalled,
+				Detail: "the file beside it " + b.path + " was not put in place: " + err.Error()})
 		}
 	}
 	return errors.Join(errs...)

@@ -121,14 +121,14 @@ func reportStale(path string, opt *WriteOptions) {
 
 // finishInstall syncs the parent of the installed output abs (named shown
 // in errors) and removes the output it replaced, now at old ("" for
-// none).
+// none). Its errors wrap [ErrInstalled]: the output is in place.
 func finishInstall(abs, shown, old string) error {
 	if err := syncDir(filepath.Dir(abs)); err != nil {
-		return osError(shown, err)
+		return &Error{File: shown, Off: -1, Err: ErrInstalled, Detail: "syncing its directory failed: " + err.Error()}
 	}
 	if old != "" {
 		if err := os.RemoveAll(old); err != nil {
-			return &Error{File: shown, Off: -1, Err: err, Detail: "written, but removing the replaced output, now at " + old + ", failed"}
+			return &Error{File: shown, Off: -1, Err: ErrInstalled, Detail: "removing the replaced output, now at " + old + ", failed: " + err.Error()}
 		}
 	}
 	return nil

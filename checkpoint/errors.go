@@ -31,6 +31,9 @@ var (
 	ErrNotCheckpoint     = errors.New("not a safetensors checkpoint")
 	ErrExist             = errors.New("output exists")
 	ErrNotReplaceable    = errors.New("refusing to replace the output path")
+	// ErrInstalled is wrapped by a writer's error that comes after the
+	// output was renamed into place: the output is there, whole.
+	ErrInstalled         = errors.New("the output was written")
 	ErrOverwriteInput    = errors.New("output would overwrite an input")
 	ErrInvalidTensorName = errors.New("invalid tensor name")
 )

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/surgery"
+	"golang.org/x/sys/unix"
 )
 
 // TestForceKeepsUserFiles is the user's scenario of issue 25: `prune
@@ -146,4 +147,23 @@ func TestPruneWarnsUnindexed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "consolidated.safetensors")); err != nil {
 		t.Errorf("the unindexed file was not carried: %v", err)
 	}
+}
+
+// TestDiskFullSaysNothingWritten prunes onto a file system too small for
+// the output: one line that ends by saying nothing was written at the
+// output path, exit 2, and nothing left there. It needs root to mount a
+// tiny tmpfs and skips without.
+func TestDiskFullSaysNothingWritten(t *testing.T) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("cannot mount a tiny tmpfs to fill (needs root): %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	out := filepath.Join(dir, "out")
+	code, _, errs := sfs(t, "prune", testdataModel, "-o", out, "--quiet")
+	if code != exitError || strings.Count(errs, "\n") != 1 || !strings.HasSuffix(errs, "; nothing was written at "+out+"\n") ||
+		!strings.Contains(errs, "no space left on device") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	checkEmpty(t, dir)
 }
