@@ -1,6 +1,6 @@
 /* cusparselt_abi.c: prints the cuSPARSELt ABI facts that
  * kernels/cusparselt.go hard-codes, to be compared by eye
- * (bench/gpu_sweep.sh check compiles it with nvcc). */
+ * (tools/gpu/gpu_sweep.sh check compiles it with nvcc). */
 #include <stdio.h>
 #include <cusparseLt.h>
 

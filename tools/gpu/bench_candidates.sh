@@ -5,7 +5,7 @@
 # several launch plans, "n k m" then " | plan = median µs" for each, in the
 # planner's order. Needs jq.
 #
-#   bash kernels/scripts/bench_candidates.sh "# header" a.json b.json | gzip -9 >kernels/testdata/bench-candidates-h100.txt.gz
+#   bash tools/gpu/bench_candidates.sh "# header" a.json b.json | gzip -9 >kernels/testdata/bench-candidates-h100.txt.gz
 set -euo pipefail
 header=$1
 shift

@@ -7,7 +7,7 @@
 # against the committed PTX. Needs nvcc (the committed files were built by
 # nvcc 13.0). Exit status: 0 all the same, 1 one differs, 2 could not build.
 set -euo pipefail
-kdir=$(cd "$(dirname "$0")/.." && pwd)
+kdir=$(cd "$(dirname "$0")/../../kernels" && pwd)
 out=${1:-$(mktemp -d)}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
 mkdir -p "$out"

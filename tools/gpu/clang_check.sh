@@ -9,7 +9,7 @@
 # a device call; it is not the nvcc build (check_ptx.sh is). Needs clang
 # 17 or newer (CLANG=... names another).
 set -euo pipefail
-kdir=$(cd "$(dirname "$0")/.." && pwd)
+kdir=$(cd "$(dirname "$0")/../../kernels" && pwd)
 clang=${CLANG:-$(command -v clang++ || ls /usr/lib/llvm-*/bin/clang++ 2>/dev/null | sort -V | tail -1)}
 if [[ -z $clang ]]; then
 	echo "clang_check: no clang++ found (set CLANG)" >&2

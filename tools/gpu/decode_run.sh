@@ -3,20 +3,20 @@
 # in one call, from the repository root, with the test binary in .gpu/:
 #
 #   CGO_ENABLED=0 go test -c -o .gpu/decode.test ./kernels   (on the Go machine)
-#   OUT=/some/dir bash kernels/scripts/decode_run.sh [fresh] [tests|quick] [sanitize] [bench] [sweep] [ncu]
+#   OUT=/some/dir bash tools/gpu/decode_run.sh [fresh] [tests|quick] [sanitize] [bench] [sweep] [ncu]
 #
 # Always: machine, check_ptx.sh (fresh PTX into $OUT), ptxas report and SASS
 # instruction counts of the decode kernels (both forms). "fresh": everything below runs
 # against the fresh PTX (through SFSURGERY_TEST_PTX) instead of the
 # embedded one. "tests": the decode kernel's tests, $TESTS; "quick": only
 # its small ones. "sanitize": see below. "bench": BenchmarkGPUDecode, summarised by
-# kernels/scripts/decode_table.awk. "sweep": BenchmarkGPUDecodeSweep,
-# summarised by kernels/scripts/decode_sweep.awk. "ncu": Nsight Compute on
+# tools/gpu/decode_table.awk. "sweep": BenchmarkGPUDecodeSweep,
+# summarised by tools/gpu/decode_sweep.awk. "ncu": Nsight Compute on
 # one decode launch (Llama-3-8B gate_up, m = $NCU_M, default 1). Logs land
-# in $OUT. "sanitize": scripts/sanitize.sh's memcheck and synccheck over
-# the small decode tests and scripts/racecheck_all.sh's racecheck (the
+# in $OUT. "sanitize": tools/gpu/sanitize.sh's memcheck and synccheck over
+# the small decode tests and tools/gpu/racecheck_all.sh's racecheck (the
 # pair sums run as tickets) over all of TestGPUDecodeSmall (its parts
-# took up to about 6 minutes on an H100 in session 13); or, with $SANITIZE_RUN (a -test.run pattern), all
+# took up to about 6 minutes on an H100); or, with $SANITIZE_RUN (a -test.run pattern), all
 # three tools of sanitize.sh over that alone. $SANITIZE_TEST adds test
 # flags (-test.short: two shapes and three token counts of
 # TestGPUDecodeSmall).
@@ -42,7 +42,7 @@ note "machine"
 nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader; nvcc --version | tail -1
 
 note "check_ptx"
-bash kernels/scripts/check_ptx.sh "$OUT" >"$OUT/check_ptx.log" 2>&1
+bash tools/gpu/check_ptx.sh "$OUT" >"$OUT/check_ptx.log" 2>&1
 echo "check_ptx exit $?"; grep -v '^[<>]' "$OUT/check_ptx.log" | tail -3
 
 note "ptxas sm_90 (decode kernels) and SASS counts"
@@ -78,7 +78,7 @@ if [[ $bench == 1 ]]; then
 	kt -test.run '^$' -test.bench '^BenchmarkGPUDecode$' -test.benchtime 5x >"$OUT/bench.log" 2>&1 || status=1
 	echo "benchmarks took $(( $(date +%s) - start ))s"
 	grep -E '^(FAIL|panic)|--- FAIL|copy-' "$OUT/bench.log"
-	awk -f kernels/scripts/decode_table.awk "$OUT/bench.log" >"$OUT/table.txt"
+	awk -f tools/gpu/decode_table.awk "$OUT/bench.log" >"$OUT/table.txt"
 	sed -n '/^| dtype/,$p' "$OUT/table.txt"
 fi
 if [[ $sweep == 1 ]]; then
@@ -89,7 +89,7 @@ if [[ $sweep == 1 ]]; then
 	kt -test.v -test.run '^$' -test.bench '^BenchmarkGPUDecodeSweep$' -test.benchtime 1x >"$OUT/sweep.log" 2>&1 || status=1
 	echo "sweep took $(( $(date +%s) - start ))s"
 	grep -E '^(FAIL|panic)|--- FAIL|plans$' "$OUT/sweep.log"
-	awk -f kernels/scripts/decode_sweep.awk "$OUT/sweep.log" >"$OUT/sweep.txt"
+	awk -f tools/gpu/decode_sweep.awk "$OUT/sweep.log" >"$OUT/sweep.txt"
 	cut -c1-150 "$OUT/sweep.txt" | head -60
 fi
 if [[ $ncu == 1 ]]; then
@@ -108,13 +108,13 @@ if [[ $sanitize == 1 ]]; then
 	note "sanitizers"
 	if [[ -n ${SANITIZE_RUN:-} ]]; then
 		# shellcheck disable=SC2086 # SANITIZE_TEST is a word list
-		bash kernels/scripts/sanitize.sh "$bin" "$SANITIZE_RUN" ${SANITIZE_TEST:-} || status=1
+		bash tools/gpu/sanitize.sh "$bin" "$SANITIZE_RUN" ${SANITIZE_TEST:-} || status=1
 	else
-		SANITIZE_TOOLS="memcheck synccheck" bash kernels/scripts/sanitize.sh "$bin" \
+		SANITIZE_TOOLS="memcheck synccheck" bash tools/gpu/sanitize.sh "$bin" \
 			'TestGPUDecode(Small|Degenerate|Deterministic)' || status=1
 		note "racecheck over TestGPUDecodeSmall"
 		# shellcheck disable=SC2086 # SANITIZE_TEST is a word list
-		bash kernels/scripts/racecheck_all.sh "$bin" ${SANITIZE_TEST:-} || status=1
+		bash tools/gpu/racecheck_all.sh "$bin" ${SANITIZE_TEST:-} || status=1
 	fi
 fi
 note "done, status $status"

@@ -1,7 +1,7 @@
 # decode_sweep.awk: summarises BenchmarkGPUDecodeSweep's log: per shape and
 # token count, the default plan's time, the best plan's and the three best.
 #
-#   awk -f kernels/scripts/decode_sweep.awk bench.log
+#   awk -f tools/gpu/decode_sweep.awk bench.log
 $1 == "default" || $1 == "sweep" {
   key = $2 " " $3; us = $NF; sub(/^us=/, "", us); us += 0;
   plan = $4; for (f = 5; f < NF; f++) plan = plan " " $f;

@@ -4,7 +4,7 @@
 # bandwidth its bytes represent; then a markdown table of SparseMatmul's
 # choice (auto) against DenseMatmul.
 #
-#   awk -f kernels/scripts/decode_table.awk bench.log
+#   awk -f tools/gpu/decode_table.awk bench.log
 /^BenchmarkGPUDecode\// && !/\/copy-[0-9]+ / {
   n = split($1, a, "/"); v = a[n]; sub(/-[0-9]+$/, "", v); m = a[n-1]; sub(/^m=/, "", m);
   shape = a[2] " " a[3] "/" a[4];

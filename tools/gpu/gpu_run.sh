@@ -3,12 +3,12 @@
 # call, from the repository root, with the test binary in .gpu/:
 #
 #   CGO_ENABLED=0 go test -c -o .gpu/kernels.test ./kernels   (on the Go machine)
-#   OUT=/some/dir bash kernels/scripts/gpu_run.sh [fresh] [bench]
+#   OUT=/some/dir bash tools/gpu/gpu_run.sh [fresh] [bench]
 #
 # 1. nvidia-smi, nvcc version; 2. check_ptx.sh (fresh PTX into $OUT);
 # 3. ptxas resource report; 4. cuBLASLt ABI check; 5. the tests (with
 # "fresh", against the fresh PTX through SFSURGERY_TEST_PTX); 6.
-# scripts/sanitize.sh (memcheck, synccheck, racecheck) on the small-shape tests;
+# tools/gpu/sanitize.sh (memcheck, synccheck, racecheck) on the small-shape tests;
 # 7. with "bench", the benchmarks. Logs land in $OUT.
 set -uo pipefail
 OUT=${OUT:?set OUT}
@@ -25,7 +25,7 @@ note "machine"
 nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; nvcc --version | tail -2
 
 note "check_ptx"
-bash kernels/scripts/check_ptx.sh "$OUT"; echo "check_ptx exit $?"
+bash tools/gpu/check_ptx.sh "$OUT"; echo "check_ptx exit $?"
 
 note "ptxas resource use"
 for sm in sm_80 sm_90; do
@@ -35,10 +35,10 @@ cat "$OUT/ptxas.txt"
 
 note "cuBLASLt ABI"
 inc=$(dirname "$(find /opt /usr/local /usr/lib -name cublasLt.h 2>/dev/null | head -1)")
-nvcc -x cu -I"$inc" -o /tmp/ltabi kernels/scripts/ltabi.c && /tmp/ltabi
+nvcc -x cu -I"$inc" -o /tmp/ltabi tools/abi/ltabi.c && /tmp/ltabi
 
 note "CUDA driver ABI (cuLaunchKernelEx)"
-nvcc -x cu -o /tmp/cuabi kernels/scripts/cuabi.c -lcuda && /tmp/cuabi || status=1
+nvcc -x cu -o /tmp/cuabi tools/abi/cuabi.c -lcuda && /tmp/cuabi || status=1
 
 export SFSURGERY_SEED=${SFSURGERY_SEED:-$(date +%s)}
 if [[ $fresh == 1 ]]; then export SFSURGERY_TEST_PTX=$OUT/sfsurgery.ptx SFSURGERY_TEST_PTX_SM90A=$OUT/sfsurgery_sm90a.ptx; fi
@@ -50,7 +50,7 @@ grep -E '^(=== RUN|\s+--- (PASS|SKIP))' -v "$OUT/test.log" | grep -vE 'sparse vs
 echo "largest sparse-vs-dense relative error: $(sed -nE 's/.*sparse vs dense: rel ([0-9.e+-]+) .*/\1/p' "$OUT/test.log" | sort -g | tail -1)"
 
 note "sanitizers"
-bash kernels/scripts/sanitize.sh "$bin" 'TestGPUSmall|TestGPUDegenerate' || status=1
+bash tools/gpu/sanitize.sh "$bin" 'TestGPUSmall|TestGPUDegenerate' || status=1
 
 if [[ $bench == 1 ]]; then
 	note "benchmarks"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu_sweep.sh: the sparse-vs-dense sweep of `sfsurgery bench`, on
+# tools/gpu/gpu_sweep.sh: the sparse-vs-dense sweep of `sfsurgery bench`, on
 # the GPU machine, in one call. Builds nothing there (no Go): build here
 # first and carry .gpu/:
 #
@@ -8,7 +8,7 @@
 #
 # then on the GPU machine (device tool, carry [".gpu"]):
 #
-#   OUT=$OUT bash bench/gpu_sweep.sh [check] [quick]
+#   OUT=$OUT bash tools/gpu/gpu_sweep.sh [check] [quick]
 #
 # BIN and TEST name other binaries (default .gpu/sfsurgery and
 # .gpu/kernels.test).
@@ -24,7 +24,7 @@
 # and bench-<gpu>.log. Copy the first three into docs/ as they are.
 set -uo pipefail
 OUT=${OUT:?set OUT}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BIN=${BIN:-.gpu/sfsurgery} TEST=${TEST:-.gpu/kernels.test}
 check=0 quick=0
 for a in "$@"; do case $a in check) check=1 ;; quick) quick=1 ;; esac; done
@@ -42,7 +42,7 @@ if [[ $check == 1 ]]; then
 	inc=$(find / -name cusparseLt.h -not -path '/proc/*' 2>/dev/null | head -1)
 	if [[ -n $inc ]]; then
 		note "cuSPARSELt ABI ($inc)"
-		nvcc -x cu -I"$(dirname "$inc")" -o /tmp/spabi bench/cusparselt_abi.c && /tmp/spabi
+		nvcc -x cu -I"$(dirname "$inc")" -o /tmp/spabi tools/abi/cusparselt_abi.c && /tmp/spabi
 	fi
 	note "GPU tests"
 	"$TEST" -test.v -test.count=1 -test.run 'TestGPUSparseLt|TestGPUDenseCandidates|TestGPUElapsedEach|TestGPUInfo' \

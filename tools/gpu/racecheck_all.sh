@@ -2,9 +2,9 @@
 # racecheck_all.sh: compute-sanitizer's racecheck over all of
 # TestGPUDecodeSmall, from the repository root:
 #
-#   OUT=/some/dir bash kernels/scripts/racecheck_all.sh TEST-BINARY [test flags...]
+#   OUT=/some/dir bash tools/gpu/racecheck_all.sh TEST-BINARY [test flags...]
 #
-# One run of scripts/sanitize.sh per form and element type of its
+# One run of tools/gpu/sanitize.sh per form and element type of its
 # subtests (mma, wg, pair, hy × BF16, F16: eight racecheck processes at
 # once on the one GPU, each with its own log), after one plain run of the test,
 # which fills the driver's JIT cache so that each process starts in about
@@ -26,7 +26,7 @@ echo "== plain run (JIT cache)"
 (cd kernels && "$bin" -test.run '^TestGPUDecodeSmall$/^mma$/^BF16$' -test.count=1 "$@" 2>&1 | tail -1)
 # deadlock_ms is racecheck's deadlock-detector timeout for a form: $SANITIZE_DEADLOCK_MS
 # if set, else sanitize.sh's 2000 ms, but 200 for the hybrid, whose launches
-# the detector stops on nearly every time (session 15: with 2000 ms its
+# the detector stops on nearly every time (on an H100 with 2000 ms its
 # run passed 414 s; with 200 it was clean in 13 s, 178 launches per type).
 deadlock_ms() {
 	if [[ -n ${SANITIZE_DEADLOCK_MS:-} ]]; then echo "$SANITIZE_DEADLOCK_MS"; elif [[ $1 == hy ]]; then echo 200; else echo 2000; fi
@@ -43,8 +43,8 @@ for form in mma wg pair hy; do
 	done
 done
 wait
-# A run that hit its limit beside the others runs again on its own (in
-# session 14 pair/F16 stalled past 480 s in one launch beside five other
+# A run that hit its limit beside the others runs again on its own (on
+# an H100 pair/F16 once stalled past 480 s in one launch beside five other
 # processes, and passed alone in 69 s); its verdict is the rerun's, and
 # both logs are kept.
 for name in "${runs[@]}"; do

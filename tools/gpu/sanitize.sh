@@ -2,7 +2,7 @@
 # sanitize.sh: compute-sanitizer's memcheck, synccheck and racecheck over
 # some of package kernels' tests, from the repository root:
 #
-#   OUT=/some/dir bash kernels/scripts/sanitize.sh TEST-BINARY RUN-PATTERN [test flags...]
+#   OUT=/some/dir bash tools/gpu/sanitize.sh TEST-BINARY RUN-PATTERN [test flags...]
 #
 # Each tool of $SANITIZE_TOOLS (default all three) runs for at most
 # $SANITIZE_LIMIT seconds (default 240) with -test.v, and its log lands in
@@ -17,15 +17,14 @@
 # pair's st.async stores into another CTA's shared memory: it reports the
 # pair kernels deadlocked in their wait for those stores, which every other
 # run completes, and excluding them by name does not help
-# (scripts/racecheck_pair.cu shows it on a small kernel; kernels/notes.md,
-# session 12). memcheck and synccheck check the pair kernels.
+# (tools/probes/racecheck_pair.cu shows it on a small kernel). memcheck and synccheck check the pair kernels.
 #
 # racecheck also stalls a warpgroup-form launch whose ring holds
 # zero-filled copies (a slice's last stage past K) until its deadlock
 # detector fires, reports a "possible deadlock" and lets it go on; the
 # launch then completes and its output checks right. The detector's
 # timeout is $SANITIZE_DEADLOCK_MS (default 2000 ms): at 20000, each such
-# launch took 20-40 s (kernels/notes.md, session 13). racecheck exits 3 on
+# launch took 20-40 s on an H100. racecheck exits 3 on
 # those reports alone; the run counts as clean when its summary counts
 # nothing else and the tests passed.
 set -uo pipefail

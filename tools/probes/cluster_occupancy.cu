@@ -1,7 +1,7 @@
 // cluster_occupancy.cu: how many thread-block clusters of each size the GPU
 // runs at once with one CTA per SM, and where it puts them: the question
 // behind a slice sum in a cluster's shared memory for more than two slices
-// (kernels/notes.md, session 11).
+// (docs/kernels.md).
 //
 // For cluster sizes 1, 2, 4, 8 and 16 (16 is non-portable) and dynamic
 // shared memory of 50, 100, 150 and 200 KB, a kernel of 160 threads (the
@@ -11,7 +11,7 @@
 // and recording its SM, start and end (globaltimer): one wave if every
 // start precedes every end. Build and run from the repository root:
 //
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/cl kernels/scripts/cluster_occupancy.cu && /tmp/cl
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/cl tools/probes/cluster_occupancy.cu && /tmp/cl
 //
 // Not part of the product or its tests.
 #include <cstdio>

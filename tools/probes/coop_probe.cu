@@ -3,7 +3,7 @@
 // them in a cooperative launch (finish_coop), side by side, on the GPU
 // machine without Go:
 //
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/coop kernels/scripts/coop_probe.cu && /tmp/coop
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/coop tools/probes/coop_probe.cu && /tmp/coop
 //
 // For each plan: µs per call of each (median of 7 batches of 20, weights
 // rotated through 8 copies), and whether their outputs are the same bits.
@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../cuda/gemv_wg.cuh"
+#include "../../kernels/cuda/gemv_wg.cuh"
 #include "probe_time.cuh"  // CK, Busy, timeit
 
 #include "probe_wg.cuh"     // wg_t*_s*

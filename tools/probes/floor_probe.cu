@@ -1,7 +1,7 @@
 // floor_probe.cu: the floor under any kernel of a decode-size sparse
 // product, on the GPU machine without Go:
 //
-//   nvcc -gencode=arch=compute_90,code=sm_90 -O3 -std=c++17 -o /tmp/floor kernels/scripts/floor_probe.cu && /tmp/floor
+//   nvcc -gencode=arch=compute_90,code=sm_90 -O3 -std=c++17 -o /tmp/floor tools/probes/floor_probe.cu && /tmp/floor
 //
 // For each Llama-3 projection and token count it times, with the weights
 // rotated so that L2 holds none of them (µs per call, median of 7 batches

@@ -5,7 +5,7 @@
 // It answers "where does the time of a small product go" faster than a
 // sweep through the Go benchmarks. Build and run from the repository root:
 //
-//   nvcc -arch=sm_90 -O3 -std=c++17 -o /tmp/probe kernels/scripts/gemv_probe.cu && /tmp/probe
+//   nvcc -arch=sm_90 -O3 -std=c++17 -o /tmp/probe tools/probes/gemv_probe.cu && /tmp/probe
 //
 // Output: one line per plan or read kernel (µs per call, median of 7
 // batches of 20, weights rotated through 8 copies so that L2 holds none),
@@ -23,7 +23,7 @@
 
 // GEMV_CUH: the kernel source to probe (another version of it, to compare).
 #ifndef GEMV_CUH
-#define GEMV_CUH "../cuda/gemv.cuh"
+#define GEMV_CUH "../../kernels/cuda/gemv.cuh"
 #endif
 #include GEMV_CUH
 

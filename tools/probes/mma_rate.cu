@@ -6,7 +6,7 @@
 // k-tile and warp) is bound by the issue of its products. Build and run on
 // the GPU machine:
 //
-//   nvcc -arch=sm_90 -O3 -o /tmp/mma_rate kernels/scripts/mma_rate.cu && /tmp/mma_rate
+//   nvcc -arch=sm_90 -O3 -o /tmp/mma_rate tools/probes/mma_rate.cu && /tmp/mma_rate
 //
 // Not part of the product or its tests.
 #include <cstdio>

@@ -26,7 +26,7 @@
 // that raced the kernel before it would show as a mismatch. Build and run
 // from the repository root (sm_90a for wgmma):
 //
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/pdl kernels/scripts/pdl_probe.cu -lcublasLt && /tmp/pdl
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/pdl tools/probes/pdl_probe.cu -lcublasLt && /tmp/pdl
 //
 // With an argument it answers other questions about the same kernel (see
 // main): "alone" the alone column and a hash of every output (two builds
@@ -38,8 +38,8 @@
 // CTA summed as a pair, "trace" per-CTA timelines of one launch ("kvtrace"
 // of k/v's grids and two pairs), "hy" (and "hyall", "hytrace") the
 // hybrid 32-row kernel (cuda/gemv_hy.cuh through probe_hybrid.cuh) on k/v.
-// (Session 14's -DSFS_HY_HEAD switch, the producer's head start before it
-// waits for the activations, is in main's history: no head start won.)
+// A head start for the producer before it waits for the activations was
+// measured and did not win (docs/kernels.md).
 //
 // Not part of the product or its tests.
 #include <cmath>
@@ -57,7 +57,7 @@
 #define SFS_GDC_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
 // GEMV_WG_CUH: the kernel source to probe (another version of it, to compare).
 #ifndef GEMV_WG_CUH
-#define GEMV_WG_CUH "../cuda/gemv_wg.cuh"
+#define GEMV_WG_CUH "../../kernels/cuda/gemv_wg.cuh"
 #define SFS_PROBE_HYBRID 1  // cuda/gemv_hy.cuh includes this gemv_wg.cuh
 #endif
 #include GEMV_WG_CUH
@@ -321,8 +321,8 @@ int main(int argc, char** argv) {
   // "hy": probe_hybrid.cuh's 32-row CTAs (the producer's ring, four
   // mma.sp consumers taking stages in turn) summed as pairs, whole and in
   // windows of 16 chunks, beside the planner's plans; "hyall" more token
-  // counts, the same with tickets, and 8B k/v (kernels/notes.md, session
-  // 14; at 64 tokens its shared memory is over the limit); "hytrace"
+  // counts, the same with tickets, and 8B k/v (docs/kernels.md; at 64
+  // tokens its shared memory is over the limit); "hytrace"
   // the timelines of "hy".
   if (argc > 1 && (strcmp(argv[1], "hy") == 0 || strcmp(argv[1], "hytrace") == 0))
     plans = {
@@ -507,7 +507,7 @@ int main(int argc, char** argv) {
   // "kvbytes": 70B k/v beside a shape with its bytes per CTA and its
   // CTAs (4096 × 2048 in 64-row CTAs × 2 slices: 128 CTAs of 72 KB, as
   // 70B k/v's 128 rows × 16 slices) summed as a pair: what pairs of
-  // 16-row CTAs could reach on 70B k/v (kernels/notes.md, session 13).
+  // 16-row CTAs could reach on 70B k/v (docs/kernels.md).
   if (argc > 1 && strcmp(argv[1], "kvbytes") == 0)
     plans = {
         {"70B k_v m1 s16", 1024, 8192, 1, 4, 16, 0, false},

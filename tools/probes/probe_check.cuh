@@ -1,5 +1,5 @@
 // probe_check.cuh: CK, the error check of the standalone probes in
-// kernels/scripts/ (wgmma_sp_probe.cu, and gemv_probe.cu and coop_probe.cu
+// tools/probes/ (wgmma_sp_probe.cu, and gemv_probe.cu and coop_probe.cu
 // through probe_time.cuh): it prints the file, line, call and CUDA error
 // and exits with status 1.
 #pragma once

@@ -6,7 +6,7 @@
 // version cannot include this too. Not part of the product.
 #pragma once
 
-#include "../cuda/gemv_hy.cuh"
+#include "../../kernels/cuda/gemv_hy.cuh"
 
 #define SFS_PROBE_HY(name, NT, SC, PAIR)                                                                  \
   __global__ void __launch_bounds__(160)                                                                  \

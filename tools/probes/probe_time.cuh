@@ -1,4 +1,4 @@
-// probe_time.cuh: how the standalone probes in kernels/scripts/
+// probe_time.cuh: how the standalone probes in tools/probes/
 // (gemv_probe.cu, coop_probe.cu, floor_probe.cu) time a launch: in 7
 // batches of 20, each batch queued behind a large device-to-device copy so
 // that the GPU never waits for the host, and the median µs per call

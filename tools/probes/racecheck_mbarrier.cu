@@ -25,7 +25,7 @@
 // not carry the other lanes' reads through __syncwarp to lane 0's
 // arrive. racy must report, or the tool sees none of this.
 //
-//   nvcc -arch=sm_90 -O3 -o rc kernels/scripts/racecheck_mbarrier.cu
+//   nvcc -arch=sm_90 -O3 -o rc tools/probes/racecheck_mbarrier.cu
 #include <cstdio>
 #include <cstring>
 #include <cstdint>

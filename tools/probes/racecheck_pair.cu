@@ -6,7 +6,7 @@
 // mbarrier::complete_tx::bytes on rank 0's mbarrier (count 1); rank 0's
 // lane 0 arrives on it with expect_tx of those 512 bytes, the warp waits
 // for the phase and reads the floats. Under racecheck the decode tests
-// hang in that wait (session 12: "Deadlock detected in Cuda::barrier
+// hang in that wait ("Deadlock detected in Cuda::barrier
 // wait" at finish_pair with --racecheck-deadlock-timeout), while every
 // run without the tool passes. The modes differ only in when rank 0's
 // expect_tx happens against rank 1's stores:
@@ -26,20 +26,19 @@
 // Run each natively and under `compute-sanitizer --tool racecheck
 // --racecheck-deadlock-timeout 5000 ./rcp MODE`.
 //
-// Measured (session 12, H100, compute-sanitizer 2025.3.1, driver of CUDA
+// Measured (H100, compute-sanitizer 2025.3.1, driver of CUDA
 // 13): all four run right natively (racy gets its reads wrong, as it
 // should); under racecheck kernel, late and early all report "Deadlock
 // detected in Cuda::barrier wait" at rank 0's wait, and racy reports no
 // hazard. So the tool neither completes an mbarrier phase on another
 // CTA's st.async complete_tx, whatever the order, nor tracks those stores
 // as shared-memory accesses: racecheck cannot run the pair kernels, and
-// kernels/scripts/decode_run.sh leaves them out of its racecheck runs
+// tools/gpu/decode_run.sh leaves them out of its racecheck runs
 // (memcheck and synccheck still check them). Arming the mbarrier early
 // (the early mode, tried in finish_pair) also cost 0.3-0.4 µs a call,
-// from the release the cluster barrier then needs (kernels/notes.md,
-// session 12).
+// from the release the cluster barrier then needs (docs/kernels.md).
 //
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -o rcp kernels/scripts/racecheck_pair.cu
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -o rcp tools/probes/racecheck_pair.cu
 #include <cstdio>
 #include <cstring>
 #include <cstdint>

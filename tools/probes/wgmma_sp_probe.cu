@@ -10,7 +10,7 @@
 // Then the issue rate of wgmma.sp m64nNk32 with A from registers. Build
 // and run on the GPU machine:
 //
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -o /tmp/wg kernels/scripts/wgmma_sp_probe.cu && /tmp/wg
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -o /tmp/wg tools/probes/wgmma_sp_probe.cu && /tmp/wg
 //
 // Not part of the product or its tests.
 #include <cstdio>
