@@ -94,11 +94,13 @@ func TestOpenFixtures(t *testing.T) {
 		isDir   bool
 		indexed bool
 		dtype   DType
+		size    int64    // TotalSize
+		files   []string // Files of a directory
 	}{
-		{bf16, 2, true, true, BF16},
-		{filepath.Join(bf16, IndexName), 2, true, true, BF16},
-		{fp16, 1, true, false, F16},
-		{filepath.Join(fp16, "model.safetensors"), 1, false, false, F16},
+		{bf16, 2, true, true, BF16, 6820352, []string{"config.json", "generation_config.json"}},
+		{filepath.Join(bf16, IndexName), 2, true, true, BF16, 6820352, []string{"config.json", "generation_config.json"}},
+		{fp16, 1, true, false, F16, 328832, []string{"config.json"}},
+		{filepath.Join(fp16, "model.safetensors"), 1, false, false, F16, 328832, nil},
 	}
 	var firstNames []string
 	for _, tt := range tests {
@@ -119,8 +121,8 @@ func TestOpenFixtures(t *testing.T) {
 			} else if !slices.Equal(names, firstNames) {
 				t.Errorf("names differ between the fixtures")
 			}
-			if c.TotalSize() != 6820352 {
-				t.Errorf("TotalSize = %d, want 6820352", c.TotalSize())
+			if c.TotalSize() != tt.size {
+				t.Errorf("TotalSize = %d, want %d", c.TotalSize(), tt.size)
 			}
 			for _, name := range names {
 				f, ti, ok := c.Lookup(name)
@@ -140,8 +142,8 @@ func TestOpenFixtures(t *testing.T) {
 				}
 				return
 			}
-			if want := []string{"config.json", "generation_config.json"}; !slices.Equal(c.Files, want) {
-				t.Errorf("Files = %v, want %v", c.Files, want)
+			if !slices.Equal(c.Files, tt.files) {
+				t.Errorf("Files = %v, want %v", c.Files, tt.files)
 			}
 			if c.Architecture() != "LlamaForCausalLM" {
 				t.Errorf("Architecture = %q", c.Architecture())

@@ -106,8 +106,8 @@ type headerSeed struct {
 // maxSeedFile bounds the files used whole as FuzzReadHeader seeds.
 const maxSeedFile = 1 << 16
 
-// headerSeeds returns the conformance cases, every safetensors file under
-// testdata and the shared fixtures as seeds.
+// headerSeeds returns the conformance cases and every safetensors file
+// under this package's and the repository's testdata as seeds.
 func headerSeeds(tb testing.TB) []headerSeed {
 	var seeds []headerSeed
 	add := func(file []byte, size int64) {
@@ -125,18 +125,7 @@ func headerSeeds(tb testing.TB) []headerSeed {
 	for _, c := range hdrCases() {
 		add(c.file, int64(len(c.file)))
 	}
-	var paths []string
-	filepath.WalkDir("testdata", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".safetensors") {
-			paths = append(paths, p)
-		}
-		return nil
-	})
-	for _, fixture := range []string{"tiny-llama-bf16", "tiny-llama-fp16"} {
-		m, _ := filepath.Glob(filepath.Join("..", "..", "shared", "fixtures", fixture, "*.safetensors"))
-		paths = append(paths, m...)
-	}
-	for _, p := range paths {
+	for _, p := range testdataFiles(tb, ".safetensors") {
 		b, size, err := readPrefix(p, maxSeedFile)
 		if err != nil {
 			tb.Fatal(err)
@@ -144,6 +133,28 @@ func headerSeeds(tb testing.TB) []headerSeed {
 		add(b, size)
 	}
 	return seeds
+}
+
+// testdataFiles returns the files whose names end in suffix under this
+// package's testdata and the repository's, failing when there is none.
+func testdataFiles(tb testing.TB, suffix string) []string {
+	tb.Helper()
+	var paths []string
+	for _, root := range []string{"testdata", filepath.Join("..", "testdata")} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, suffix) {
+				paths = append(paths, p)
+			}
+			return err
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if len(paths) == 0 {
+		tb.Fatalf("no %s files under testdata", suffix)
+	}
+	return paths
 }
 
 // readPrefix returns up to n bytes from the start of the file at path and
@@ -214,7 +225,11 @@ func FuzzParseIndex(f *testing.F) {
 	for _, c := range indexCases() {
 		f.Add([]byte(c.json))
 	}
-	if b, err := os.ReadFile(filepath.Join("..", "..", "shared", "fixtures", "tiny-llama-bf16", IndexName)); err == nil {
+	for _, p := range testdataFiles(f, IndexName) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

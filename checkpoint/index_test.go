@@ -117,10 +117,9 @@ func TestParseIndexErrorNamesTensor(t *testing.T) {
 
 // TestParseIndexFixture parses the index the reference writer produced.
 func TestParseIndexFixture(t *testing.T) {
-	path := filepath.Join("..", "..", "shared", "fixtures", "tiny-llama-bf16", IndexName)
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "tiny-llama-bf16", IndexName))
 	if err != nil {
-		t.Skipf("fixture not available: %v", err)
+		t.Fatal(err)
 	}
 	idx, err := ParseIndex(b)
 	if err != nil {

@@ -12,13 +12,13 @@ import (
 	"testing"
 )
 
-// writerFixture returns the path of a shared fixture, skipping the test
-// when it is absent.
+// writerFixture returns the path of a checkpoint under the repository's
+// testdata, failing the test when it is absent.
 func writerFixture(t testing.TB, name string) string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "shared", "fixtures", name)
+	dir := filepath.Join("..", "testdata", name)
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("fixture %s not available: %v", name, err)
+		t.Fatalf("fixture %s missing: %v", name, err)
 	}
 	return dir
 }
@@ -51,7 +51,7 @@ func outputOf(c *Checkpoint, generic bool) *Output {
 	return out
 }
 
-// TestRoundTripFixtures rewrites the Hugging Face fixtures with WriteDir,
+// TestRoundTripFixtures rewrites the Hugging Face checkpoints in testdata with WriteDir,
 // through copy_file_range and through the generic path, and checks the
 // result: every tensor bit for bit, the metadata, the index's weight map
 // and total_size, the extra files, and, since the fixtures were written

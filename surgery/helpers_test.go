@@ -20,12 +20,13 @@ import (
 // testdataModel is the checkpoint the README command prunes.
 const testdataModel = "../testdata/tiny-llama-bf16"
 
-// fixture returns the path of a shared fixture, skipping when absent.
+// fixture returns the path of a checkpoint under the repository's
+// testdata, failing the test when it is absent.
 func fixture(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join("..", "..", "shared", "fixtures", name)
+	p := filepath.Join("..", "testdata", name)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared fixture %s absent: %v", name, err)
+		t.Fatalf("fixture %s missing: %v", name, err)
 	}
 	return p
 }

@@ -45,17 +45,10 @@ func verifyOK(t *testing.T, out, orig string) *verify.Report {
 }
 
 func TestPruneVerifyUnpack(t *testing.T) {
-	inputs := []struct{ name, path string }{{"testdata", testdataModel}}
-	for _, fx := range []string{"tiny-llama-bf16", "tiny-llama-fp16"} {
-		p := filepath.Join("..", "..", "shared", "fixtures", fx)
-		if _, err := os.Stat(p); err == nil {
-			inputs = append(inputs, struct{ name, path string }{fx, p})
-		} else {
-			t.Logf("shared fixture %s absent: skipping it", fx)
-		}
-	}
-	if fp16 := filepath.Join("..", "..", "shared", "fixtures", "tiny-llama-fp16", "model.safetensors"); fileExists(fp16) {
-		inputs = append(inputs, struct{ name, path string }{"fp16-single-file", fp16})
+	inputs := []struct{ name, path string }{
+		{"testdata", testdataModel},
+		{"tiny-llama-fp16", fixture(t, "tiny-llama-fp16")},
+		{"fp16-single-file", fixture(t, filepath.Join("tiny-llama-fp16", "model.safetensors"))},
 	}
 	for _, in := range inputs {
 		t.Run(in.name, func(t *testing.T) {
@@ -114,11 +107,6 @@ func TestPruneVerifyUnpack(t *testing.T) {
 			}
 		})
 	}
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 func TestWorkersGiveIdenticalBytes(t *testing.T) {

@@ -19,13 +19,10 @@ import (
 func TestTorchGolden(t *testing.T) {
 	cases := []struct{ golden, input string }{
 		{"tiny-llama-bf16-ampere.json", testdataModel},
-		{"tiny-llama-fp16-ampere.json", filepath.Join("..", "..", "shared", "fixtures", "tiny-llama-fp16")},
+		{"tiny-llama-fp16-ampere.json", fixture(t, "tiny-llama-fp16")},
 	}
 	for _, c := range cases {
 		t.Run(c.golden, func(t *testing.T) {
-			if !fileExists(c.input) {
-				t.Skipf("%s absent", c.input)
-			}
 			var g struct {
 				Torch   string `json:"torch"`
 				Tensors map[string]struct {
