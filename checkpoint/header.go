@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
@@ -12,7 +11,6 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 )
 
 // metadataKey is the header key of the free-form string map.
@@ -125,45 +123,33 @@ func ParseHeader(b []byte, dataLen int64) (*Header, error) {
 	if dataLen < 0 {
 		return nil, newError("", -1, ErrInvalidHeaderLen, fmt.Sprintf("negative data section length %d", dataLen))
 	}
-	if i := invalidText(b); i >= 0 {
-		return nil, newError("", headerBase+int64(i), ErrInvalidHeader, "invalid UTF-8 or lone surrogate escape")
-	}
-	p := newJSONWalker(b, headerBase, ErrInvalidHeader)
-	h := &Header{DataOffset: headerBase + int64(len(b))}
-	if err := p.beginObject(ErrInvalidHeader, "header"); err != nil {
+	w, err := newJSONWalker(b, headerBase, ErrInvalidHeader)
+	if err != nil {
 		return nil, err
 	}
-	seen := make(map[string]struct{})
-	for p.more() {
-		off := p.off()
-		name, err := p.key()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := seen[name]; dup {
-			return nil, newError(name, off, ErrDuplicateKey, "the name appears twice at the top level")
-		}
-		seen[name] = struct{}{}
+	h := &Header{DataOffset: headerBase + int64(len(b))}
+	top := objectRules{what: "header", class: ErrInvalidHeader, endClass: ErrInvalidHeader,
+		duplicate: func(name string, off int64) error {
+			return newError(name, off, ErrDuplicateKey, "the name appears twice at the top level")
+		}}
+	err = w.document(top, func(name string, off int64) error {
 		if name == metadataKey {
-			if h.Metadata, err = p.metadata(); err != nil {
-				return nil, err
-			}
-			continue
+			var err error
+			h.Metadata, err = w.metadata()
+			return err
 		}
-		t, err := p.tensor(name)
+		t, err := w.tensor(name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := checkSize(t); err != nil {
 			err.Off = off
-			return nil, err
+			return err
 		}
 		h.Tensors = append(h.Tensors, t)
-	}
-	if err := p.endObject("", ErrInvalidHeader); err != nil {
-		return nil, err
-	}
-	if err := p.end(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(h.Tensors, func(a, b TensorInfo) int {
@@ -242,238 +228,62 @@ func newError(tensor string, off int64, class error, detail string) *Error {
 	return &Error{Tensor: tensor, Off: off, Err: class, Detail: detail}
 }
 
-// invalidText returns the index of the first byte of b that is not valid
-// UTF-8 or that starts a \u escape of a lone UTF-16 surrogate (which
-// encoding/json would silently turn into U+FFFD), or -1 when there is none.
-func invalidText(b []byte) int {
-	if !utf8.Valid(b) {
-		for i := 0; i < len(b); {
-			r, n := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && n == 1 {
-				return i
-			}
-			i += n
-		}
-	}
-	// In valid JSON every backslash begins an escape inside a string;
-	// elsewhere the JSON decoder rejects the text anyway.
-	for i := 0; ; {
-		j := bytes.IndexByte(b[i:], '\\')
-		if j < 0 {
-			return -1
-		}
-		i += j
-		v, ok := hexEscape(b[i:])
-		switch {
-		case !ok:
-			i += 2 // an escape of one ASCII character, or invalid JSON
-		case v >= 0xD800 && v < 0xDC00:
-			if w, ok := hexEscape(b[i+6:]); !ok || w < 0xDC00 || w >= 0xE000 {
-				return i
-			}
-			i += 12
-		case v >= 0xDC00 && v < 0xE000:
-			return i
-		default:
-			i += 6
-		}
-		if i >= len(b) {
-			return -1
-		}
-	}
-}
-
-// hexEscape decodes a \uXXXX escape at the start of b.
-func hexEscape(b []byte) (rune, bool) {
-	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(b[2:6]), 16, 16)
-	if err != nil {
-		return 0, false
-	}
-	return rune(v), true
-}
-
-// jsonWalker reads a JSON text token by token, so that the parsers see
-// every key (encoding/json's struct decoding keeps the last of duplicate
-// keys and matches field names case-insensitively).
-type jsonWalker struct {
-	dec   *json.Decoder
-	text  []byte
-	base  int64 // absolute offset of text[0]
-	class error // the class of syntax errors
-}
-
-// newJSONWalker returns a walker over b, which starts at file offset base;
-// its syntax errors wrap class.
-func newJSONWalker(b []byte, base int64, class error) *jsonWalker {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	return &jsonWalker{dec: dec, text: b, base: base, class: class}
-}
-
-// off returns the absolute offset of the next token: past the last token
-// read and the whitespace, colon or comma that follow it.
-func (w *jsonWalker) off() int64 {
-	i := w.dec.InputOffset()
-	for i < int64(len(w.text)) {
-		switch w.text[i] {
-		case ' ', '\t', '\n', '\r', ':', ',':
-			i++
-			continue
-		}
-		break
-	}
-	return w.base + i
-}
-
-// more reports whether the current object or array has another element.
-func (w *jsonWalker) more() bool { return w.dec.More() }
-
-// token reads the next token; syntax errors and a premature end wrap class.
-func (w *jsonWalker) token(tensor string, class error) (json.Token, error) {
-	off := w.off()
-	tok, err := w.dec.Token()
-	if err != nil {
-		if se, ok := errors.AsType[*json.SyntaxError](err); ok {
-			// The decoder reports the offset of the offending byte or
-			// just past it, depending on where it found the error.
-			off = max(off, w.base+se.Offset-1)
-		}
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, newError(tensor, off, class, err.Error())
-	}
-	return tok, nil
-}
-
-// key reads an object key.
-func (w *jsonWalker) key() (string, error) {
-	tok, err := w.token("", w.class)
-	if err != nil {
-		return "", err
-	}
-	s, ok := tok.(string)
-	if !ok { // unreachable: the decoder only yields strings as keys
-		return "", newError("", w.off(), w.class, "object key is not a string")
-	}
-	return s, nil
-}
-
-// beginObject reads the '{' that opens what.
-func (w *jsonWalker) beginObject(class error, what string) error {
-	return w.delim(json.Delim('{'), "", class, what)
-}
-
-// endObject reads the '}' that closes the current object.
-func (w *jsonWalker) endObject(tensor string, class error) error {
-	return w.delim(json.Delim('}'), tensor, class, "the object's end")
-}
-
-// delim reads the next token and checks that it is want.
-func (w *jsonWalker) delim(want json.Delim, tensor string, class error, what string) error {
-	off := w.off()
-	tok, err := w.token(tensor, class)
-	if err != nil {
-		return err
-	}
-	if tok != want {
-		return newError(tensor, off, class, fmt.Sprintf("%s must be %s, not %s", what, kindOf(want), kindOf(tok)))
-	}
-	return nil
-}
-
-// end checks that only whitespace follows the top-level value.
-func (w *jsonWalker) end() error {
-	off := w.off()
-	tok, err := w.dec.Token()
-	if err == io.EOF {
-		return nil
-	}
-	detail := "data after the top-level object"
-	if err == nil {
-		detail += ": " + kindOf(tok)
-	}
-	return newError("", off, w.class, detail)
-}
-
 // metadata reads the value of __metadata__: an object of strings.
 func (w *jsonWalker) metadata() (map[string]string, error) {
-	if err := w.delim(json.Delim('{'), metadataKey, ErrInvalidMetadata, "__metadata__"); err != nil {
-		return nil, err
-	}
 	m := make(map[string]string)
-	for w.more() {
+	rules := objectRules{tensor: metadataKey, what: "__metadata__", class: ErrInvalidMetadata, endClass: ErrInvalidHeader,
+		duplicate: func(k string, off int64) error {
+			return newError(metadataKey, off, ErrDuplicateKey, fmt.Sprintf("key %s appears twice", clip(k)))
+		}}
+	err := w.object(rules, func(k string, _ int64) error {
 		off := w.off()
-		k, err := w.key()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := m[k]; dup {
-			return nil, newError(metadataKey, off, ErrDuplicateKey, fmt.Sprintf("key %s appears twice", clip(k)))
-		}
-		off = w.off()
 		tok, err := w.token(metadataKey, ErrInvalidHeader)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		v, ok := tok.(string)
 		if !ok {
-			return nil, newError(metadataKey, off, ErrInvalidMetadata,
+			return newError(metadataKey, off, ErrInvalidMetadata,
 				fmt.Sprintf("the value of %s is %s, not a string", clip(k), kindOf(tok)))
 		}
 		m[k] = v
-	}
-	return m, w.endObject(metadataKey, ErrInvalidHeader)
+		return nil
+	})
+	return m, err
 }
 
 // tensor reads the entry of the tensor called name.
 func (w *jsonWalker) tensor(name string) (TensorInfo, error) {
 	t := TensorInfo{Name: name}
-	if err := w.delim(json.Delim('{'), name, ErrInvalidHeader, "a tensor entry"); err != nil {
-		return t, err
-	}
 	var have struct{ dtype, shape, offsets bool }
-	for w.more() {
-		off := w.off()
-		field, err := w.key()
-		if err != nil {
-			return t, err
-		}
-		var seen *bool
+	rules := objectRules{tensor: name, what: "a tensor entry", class: ErrInvalidHeader, endClass: ErrInvalidHeader,
+		duplicate: func(field string, off int64) error {
+			return newError(name, off, ErrDuplicateKey, fmt.Sprintf("field %q appears twice", field))
+		}}
+	err := w.object(rules, func(field string, off int64) error {
+		var err error
 		switch field {
 		case fieldDType:
-			seen = &have.dtype
-		case fieldShape:
-			seen = &have.shape
-		case fieldOffsets:
-			seen = &have.offsets
-		default:
-			return t, newError(name, off, ErrUnknownField,
-				fmt.Sprintf("field %s (want %q, %q and %q)", clip(field), fieldDType, fieldShape, fieldOffsets))
-		}
-		if *seen {
-			return t, newError(name, off, ErrDuplicateKey, fmt.Sprintf("field %q appears twice", field))
-		}
-		*seen = true
-		switch field {
-		case fieldDType:
+			have.dtype = true
 			t.DType, err = w.dtype(name)
 		case fieldShape:
+			have.shape = true
 			t.Shape, err = w.ints(name, fieldShape, []int64{}, -1)
 		case fieldOffsets:
+			have.offsets = true
 			var o []int64
 			if o, err = w.ints(name, fieldOffsets, make([]int64, 0, 2), 2); err == nil {
 				t.Begin, t.End = o[0], o[1]
 			}
+		default:
+			// An unknown field fails here, where it first appears, so
+			// only a known field can be reported as repeated.
+			err = newError(name, off, ErrUnknownField,
+				fmt.Sprintf("field %s (want %q, %q and %q)", clip(field), fieldDType, fieldShape, fieldOffsets))
 		}
-		if err != nil {
-			return t, err
-		}
-	}
-	if err := w.endObject(name, ErrInvalidHeader); err != nil {
+		return err
+	})
+	if err != nil {
 		return t, err
 	}
 	for _, f := range []struct {
@@ -542,40 +352,4 @@ func (w *jsonWalker) ints(name, field string, dst []int64, n int) ([]int64, erro
 		return nil, newError(name, off, ErrInvalidHeader, fmt.Sprintf("%s has %d of its %d elements", field, len(dst), n))
 	}
 	return dst, nil
-}
-
-// kindOf describes a JSON token for an error message.
-func kindOf(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		switch v {
-		case '{':
-			return "an object"
-		case '[':
-			return "an array"
-		}
-		return "'" + v.String() + "'"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	}
-	return fmt.Sprintf("%T", tok)
-}
-
-// clip quotes s for an error message, shortened if it is long.
-func clip(s string) string {
-	const limit = 64
-	if len(s) <= limit {
-		return strconv.Quote(s)
-	}
-	i := limit
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return strconv.Quote(s[:i]) + "..."
 }

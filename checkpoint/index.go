@@ -39,25 +39,17 @@ const maxIndexDepth = 64
 // byte offset in b where known, and wrapping [ErrDuplicateKey] for a
 // repeated key or [ErrIndex] otherwise.
 func ParseIndex(b []byte) (*Index, error) {
-	if i := invalidText(b); i >= 0 {
-		return nil, newError("", int64(i), ErrIndex, "invalid UTF-8 or lone surrogate escape")
-	}
-	w := newJSONWalker(b, 0, ErrIndex)
-	if err := w.beginObject(ErrIndex, "the index"); err != nil {
+	w, err := newJSONWalker(b, 0, ErrIndex)
+	if err != nil {
 		return nil, err
 	}
 	idx := &Index{}
-	seen := make(map[string]bool)
-	for w.more() {
-		off := w.off()
-		k, err := w.key()
-		if err != nil {
-			return nil, err
-		}
-		if seen[k] {
-			return nil, newError("", off, ErrDuplicateKey, fmt.Sprintf("key %s appears twice at the top level", clip(k)))
-		}
-		seen[k] = true
+	top := objectRules{what: "the index", class: ErrIndex, endClass: ErrIndex,
+		duplicate: func(k string, off int64) error {
+			return newError("", off, ErrDuplicateKey, fmt.Sprintf("key %s appears twice at the top level", clip(k)))
+		}}
+	err = w.document(top, func(k string, _ int64) error {
+		var err error
 		switch k {
 		case indexWeightMapKey:
 			idx.WeightMap, err = w.weightMap()
@@ -73,14 +65,9 @@ func ParseIndex(b []byte) (*Index, error) {
 		default:
 			_, err = w.value(0)
 		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := w.endObject("", ErrIndex); err != nil {
-		return nil, err
-	}
-	if err := w.end(); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	if idx.WeightMap == nil {
@@ -91,34 +78,28 @@ func ParseIndex(b []byte) (*Index, error) {
 
 // weightMap reads the weight_map object.
 func (w *jsonWalker) weightMap() (map[string]string, error) {
-	if err := w.delim(json.Delim('{'), "", ErrIndex, "weight_map"); err != nil {
-		return nil, err
-	}
 	m := make(map[string]string)
-	for w.more() {
+	rules := objectRules{what: "weight_map", class: ErrIndex, endClass: ErrIndex,
+		duplicate: func(name string, off int64) error {
+			return newError(name, off, ErrDuplicateKey, "the tensor appears twice in weight_map")
+		}}
+	err := w.object(rules, func(name string, _ int64) error {
 		off := w.off()
-		name, err := w.key()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := m[name]; dup {
-			return nil, newError(name, off, ErrDuplicateKey, "the tensor appears twice in weight_map")
-		}
-		off = w.off()
 		tok, err := w.token(name, ErrIndex)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		shard, ok := tok.(string)
 		if !ok {
-			return nil, newError(name, off, ErrIndex, fmt.Sprintf("the shard is %s, not a file name", kindOf(tok)))
+			return newError(name, off, ErrIndex, fmt.Sprintf("the shard is %s, not a file name", kindOf(tok)))
 		}
 		if why := badShardName(shard); why != "" {
-			return nil, newError(name, off, ErrIndex, fmt.Sprintf("shard %s %s", clip(shard), why))
+			return newError(name, off, ErrIndex, fmt.Sprintf("shard %s %s", clip(shard), why))
 		}
 		m[name] = shard
-	}
-	return m, w.endObject("", ErrIndex)
+		return nil
+	})
+	return m, err
 }
 
 // badShardName says what is wrong with a shard file name, or "".
@@ -162,20 +143,14 @@ func (w *jsonWalker) value(depth int) (any, error) {
 		return a, w.delim(json.Delim(']'), "", w.class, "the array's end")
 	}
 	m := make(map[string]any)
-	for w.more() {
-		off := w.off()
-		k, err := w.key()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := m[k]; dup {
-			return nil, newError("", off, ErrDuplicateKey, fmt.Sprintf("key %s appears twice", clip(k)))
-		}
-		if m[k], err = w.value(depth + 1); err != nil {
-			return nil, err
-		}
-	}
-	return m, w.endObject("", w.class)
+	rules := objectRules{endClass: w.class, duplicate: func(k string, off int64) error {
+		return newError("", off, ErrDuplicateKey, fmt.Sprintf("key %s appears twice", clip(k)))
+	}}
+	return m, w.members(rules, func(k string, _ int64) error {
+		var err error
+		m[k], err = w.value(depth + 1)
+		return err
+	})
 }
 
 // kindOfValue describes a decoded JSON value for an error message.
