@@ -7,7 +7,7 @@ import (
 )
 
 // The Ampere layout is PyTorch's CUTLASS form of a 2:4 matrix
-// (torch.sparse.to_sparse_semi_structured; shared/docs/formats.md §1):
+// (torch.sparse.to_sparse_semi_structured; docs/formats.md §1):
 //
 //   - packed, [rows][cols/2] of dt: the 2 selected values of every group
 //     of 4, row-major;
@@ -75,7 +75,7 @@ func checkAmpere(dense, packed, meta []byte, dt DType, rows, cols int) error {
 }
 
 // metaBase returns the index, in meta read as uint16 words, of row r's
-// logical word 0. By the closed form of formats.md §1.5, logical word c of
+// logical word 0. By the closed form of docs/formats.md §1.5, logical word c of
 // row r is stored at metaBase(r) + 2·(c/2)·rows + 2·(c%2).
 func metaBase(r int) int {
 	b, rr := r/32, r%32

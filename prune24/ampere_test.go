@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestAmpereKnownAnswer is the known-answer vector of formats.md §1.6,
+// TestAmpereKnownAnswer is the known-answer vector of docs/formats.md §1.6,
 // verified against torch 2.11.
 func TestAmpereKnownAnswer(t *testing.T) {
 	const rows, cols = 32, 64

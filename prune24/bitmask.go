@@ -7,7 +7,7 @@ import (
 )
 
 // The bitmask layout is compressed-tensors' sparse-24-bitmask form of a
-// 2:4 matrix (shared/docs/formats.md §3):
+// 2:4 matrix (docs/formats.md §3):
 //
 //   - compressed, [rows][cols/2] of dt: the 2 kept values of every group of
 //     4, in ascending column order;

@@ -55,7 +55,7 @@ func PruneAmpere(packed, meta, src []byte, dt DType, rows, cols, rowBase int, ru
 
 // putMeta stores the 4 logical meta words of row r held in w (the first
 // in the low 16 bits) for column pairs 2b and 2b+1, where the closed form
-// of formats.md §1.5 puts them: word c of row r at uint16 index
+// of docs/formats.md §1.5 puts them: word c of row r at uint16 index
 // metaBase(r) + 2·(c/2)·rows + 2·(c%2).
 func putMeta(meta []byte, w uint64, r, b, rows int) {
 	at := 2 * (metaBase(r) + 4*b*rows)

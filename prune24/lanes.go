@@ -27,7 +27,7 @@ const (
 	gather16 = 1<<48 | 1<<33 | 1<<18 | 1<<3
 
 	// ampereNibbles holds, at nibble idx, the Ampere meta nibble i0|i1<<2
-	// (formats.md §1.2) for the nonzero mask idx = m0|m1<<1|m2<<2|m3<<3.
+	// (docs/formats.md §1.2) for the nonzero mask idx = m0|m1<<1|m2<<2|m3<<3.
 	// In the §1.2 order m0m1m2m3 the table is E E E E 9 D 9 D 8 C 8 C 4 4 4 4.
 	ampereNibbles = 0x4DCE_4DCE_498E_498E
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// nibbleTable is the full table of formats.md §1.2: the nonzero mask
+// nibbleTable is the full table of docs/formats.md §1.2: the nonzero mask
 // m0m1m2m3 of a group and the index pair (i0, i1) with its nibble.
 var nibbleTable = []struct {
 	mask   string

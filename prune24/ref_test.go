@@ -1,7 +1,7 @@
 package prune24
 
 // Slow, obvious reference implementations that the fast code is tested
-// against. They decode values to float64 and follow formats.md literally.
+// against. They decode values to float64 and follow docs/formats.md literally.
 
 import (
 	"math"
@@ -92,7 +92,7 @@ func refNonzero(b []byte, i int, dt DType) bool {
 	return slowValue(getBits(b, i, dt), dt) != 0
 }
 
-// refNibble is the boolean form of formats.md §1.2.
+// refNibble is the boolean form of docs/formats.md §1.2.
 func refNibble(m0, m1, m2, m3 bool) (i0, i1 int) {
 	b := func(x bool) int {
 		if x {
@@ -109,7 +109,7 @@ func refNibble(m0, m1, m2, m3 bool) (i0, i1 int) {
 }
 
 // refLogicalMeta computes the packed values and logical meta words
-// M[r][c] of formats.md §1.2–1.4.
+// M[r][c] of docs/formats.md §1.2–§1.4.
 func refLogicalMeta(d []byte, dt DType, rows, cols int) (packed []byte, M [][]uint16, err error) {
 	packed = make([]byte, rows*cols/2*dt.Size())
 	M = make([][]uint16, rows)
@@ -155,7 +155,7 @@ func refLogicalMeta(d []byte, dt DType, rows, cols int) (packed []byte, M [][]ui
 	return packed, M, nil
 }
 
-// refMetaOffset is the literal scatter offset of formats.md §1.5 for int16
+// refMetaOffset is the literal scatter offset of docs/formats.md §1.5 for int16
 // meta: logical word M[r][c] goes to R[refMetaOffset(r, c, m)].
 func refMetaOffset(r, c, m int) int {
 	const G, W = 32, 4

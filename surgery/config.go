@@ -8,7 +8,7 @@ import (
 
 // compressedTensorsVersion is the compressed-tensors version recorded in
 // a sparse-24-bitmask quantization_config: the format exists from 0.9.0
-// to 0.14.x (shared/docs/formats.md §3).
+// to 0.14.x (docs/formats.md §3).
 const compressedTensorsVersion = "0.9.2"
 
 // outputConfig returns the config.json of the output: unchanged, except

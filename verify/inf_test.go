@@ -104,7 +104,7 @@ func TestInfMoved(t *testing.T) {
 	}{
 		// Row 3's group 1 (columns 4-7, the +Inf at column 5) has its
 		// nibble in int16 word 2·(4·3) = 24 of the meta layout
-		// (formats.md §1.5), bits 4-7: the high nibble of byte 48. The
+		// (docs/formats.md §1.5), bits 4-7: the high nibble of byte 48. The
 		// +Inf is the first kept value when the nibble's low index is 1,
 		// else the second; moving that index moves the Inf.
 		{surgery.FormatAmpere, meta, 48, moveInfNibble, meta, []string{"+Inf at row 3, column 4", "+Inf at row 3, column 6"}},

@@ -11,7 +11,7 @@ import (
 // sparseReader computes rows of W·X straight from a compressed form,
 // independently of package prune24's decoder: it locates each group's
 // metadata nibble in the stored CUTLASS layout with the closed form of
-// shared/docs/formats.md §1.5, as a tensor-core kernel does, or walks the
+// docs/formats.md §1.5, as a tensor-core kernel does, or walks the
 // bitmask bits.
 type sparseReader struct {
 	c      *surgery.Compressed

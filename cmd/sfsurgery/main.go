@@ -24,7 +24,7 @@ const (
 )
 
 func main() {
-	// SIGHUP (a closed terminal or ssh session) stops a run as Ctrl-C does.
+	// SIGHUP (a closed terminal or a dropped ssh connection) stops a run as Ctrl-C does.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
