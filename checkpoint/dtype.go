@@ -50,3 +50,13 @@ func (d DType) Bits() int {
 
 // Valid reports whether d is a type of the specification.
 func (d DType) Valid() bool { return d.Bits() != 0 }
+
+// Size returns the size of one element in bytes, or 0 for a type the
+// specification does not define or one narrower than a byte (F4,
+// F6_E2M3, F6_E3M2).
+func (d DType) Size() int {
+	if b := d.Bits(); b%8 == 0 {
+		return b / 8
+	}
+	return 0
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // The Ampere layout is PyTorch's CUTLASS form of a 2:4 matrix
@@ -21,8 +23,8 @@ import (
 // covers 8 columns and packed holds one value per pair.
 
 // ampereCols returns the dense columns one Ampere meta word covers.
-func ampereCols(dt DType) int {
-	if dt == F32 {
+func ampereCols(dt elem) int {
+	if dt == elemF32 {
 		return 8
 	}
 	return 16
@@ -32,40 +34,55 @@ func ampereCols(dt DType) int {
 // layout, and otherwise an error wrapping ErrShape (or ErrDType) that says
 // why. PyTorch requires rows to be a multiple of 32 and cols a multiple of
 // 64 for F16 and BF16, and of 32 for F32; both must be positive here.
-func AmpereShapeError(dt DType, rows, cols int) error {
-	if err := checkDType(dt); err != nil {
+func AmpereShapeError(dt checkpoint.DType, rows, cols int) error {
+	e, err := elemOf(dt)
+	if err != nil {
 		return err
 	}
+	return ampereShape(e, rows, cols)
+}
+
+// ampereShape is AmpereShapeError for an elem.
+func ampereShape(dt elem, rows, cols int) error {
 	colQ := 64
-	if dt == F32 {
+	if dt == elemF32 {
 		colQ = 32
 	}
 	if rows <= 0 || cols <= 0 || rows%32 != 0 || cols%colQ != 0 {
 		return fmt.Errorf("%w: %v %d×%d matrix: the Ampere layout needs rows a positive multiple of 32 and columns a positive multiple of %d",
 			ErrShape, dt, rows, cols, colQ)
 	}
-	_, err := mulBytes(rows, cols, dt.Size())
+	_, err := mulBytes(rows, cols, dt.size())
 	return err
 }
 
 // AmpereSizes returns the lengths in bytes of the packed and meta buffers
 // of a rows×cols matrix of dt in the Ampere layout, or 0, 0 when
 // [AmpereShapeError] reports the shape unfit.
-func AmpereSizes(dt DType, rows, cols int) (packedBytes, metaBytes int) {
-	if AmpereShapeError(dt, rows, cols) != nil {
+func AmpereSizes(dt checkpoint.DType, rows, cols int) (packedBytes, metaBytes int) {
+	e, err := elemOf(dt)
+	if err != nil {
 		return 0, 0
 	}
-	return rows * cols / 2 * dt.Size(), rows * (cols / ampereCols(dt)) * 2
+	return ampereSizes(e, rows, cols)
+}
+
+// ampereSizes is AmpereSizes for an elem.
+func ampereSizes(dt elem, rows, cols int) (packedBytes, metaBytes int) {
+	if ampereShape(dt, rows, cols) != nil {
+		return 0, 0
+	}
+	return rows * cols / 2 * dt.size(), rows * (cols / ampereCols(dt)) * 2
 }
 
 // checkAmpere validates the shape and the lengths of the dense, packed and
 // meta buffers of an Ampere conversion.
-func checkAmpere(dense, packed, meta []byte, dt DType, rows, cols int) error {
-	if err := AmpereShapeError(dt, rows, cols); err != nil {
+func checkAmpere(dense, packed, meta []byte, dt elem, rows, cols int) error {
+	if err := ampereShape(dt, rows, cols); err != nil {
 		return err
 	}
-	pb, mb := AmpereSizes(dt, rows, cols)
-	if err := checkLen("dense matrix", len(dense), rows*cols*dt.Size()); err != nil {
+	pb, mb := ampereSizes(dt, rows, cols)
+	if err := checkLen("dense matrix", len(dense), rows*cols*dt.size()); err != nil {
 		return err
 	}
 	if err := checkLen("packed", len(packed), pb); err != nil {
@@ -91,11 +108,20 @@ func metaBase(r int) int {
 // A group with fewer nonzeros selects zero slots as PyTorch does (an
 // all-zero group selects slots 2 and 3), and their bits are copied as they
 // are. On error, the content of packed and meta is unspecified.
-func PackAmpere(packed, meta, pruned []byte, dt DType, rows, cols int) error {
+func PackAmpere(packed, meta, pruned []byte, dt checkpoint.DType, rows, cols int) error {
+	e, err := elemOf(dt)
+	if err != nil {
+		return err
+	}
+	return packAmpere(packed, meta, pruned, e, rows, cols)
+}
+
+// packAmpere is PackAmpere for an elem.
+func packAmpere(packed, meta, pruned []byte, dt elem, rows, cols int) error {
 	if err := checkAmpere(pruned, packed, meta, dt, rows, cols); err != nil {
 		return err
 	}
-	if dt == F32 {
+	if dt == elemF32 {
 		return packAmpere32(packed, meta, pruned, rows, cols)
 	}
 	return packAmpere16(packed, meta, pruned, rows, cols)
@@ -168,11 +194,15 @@ func packAmpere32(packed, meta, pruned []byte, rows, cols int) error {
 // Every meta nibble must be one PyTorch writes: 0x4, 0x8, 0x9, 0xC, 0xD or
 // 0xE for F16 and BF16, 0x4 or 0xE for F32; the first other one is a
 // [*MetaError]. On error, the content of dense is unspecified.
-func UnpackAmpere(dense, packed, meta []byte, dt DType, rows, cols int) error {
-	if err := checkAmpere(dense, packed, meta, dt, rows, cols); err != nil {
+func UnpackAmpere(dense, packed, meta []byte, dt checkpoint.DType, rows, cols int) error {
+	e, err := elemOf(dt)
+	if err != nil {
 		return err
 	}
-	if dt == F32 {
+	if err := checkAmpere(dense, packed, meta, e, rows, cols); err != nil {
+		return err
+	}
+	if e == elemF32 {
 		return unpackAmpere32(dense, packed, meta, rows, cols)
 	}
 	return unpackAmpere16(dense, packed, meta, rows, cols)

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // TestAmpereKnownAnswer is the known-answer vector of docs/formats.md §1.6,
@@ -22,17 +24,17 @@ func TestAmpereKnownAnswer(t *testing.T) {
 			for tt := range 4 {
 				if pat[(i+q)%8][tt] == '1' {
 					v := 1 + (64*i+4*q+tt)%13
-					putBits(d, i*cols+4*q+tt, F16, fromFloat32(float32(v), F16))
+					putBits(d, i*cols+4*q+tt, checkpoint.F16, fromFloat32(float32(v), checkpoint.F16))
 				}
 			}
 		}
 	}
-	pb, mb := AmpereSizes(F16, rows, cols)
+	pb, mb := AmpereSizes(checkpoint.F16, rows, cols)
 	if pb != rows*cols || mb != rows*cols/16*2 {
 		t.Fatalf("AmpereSizes = %d, %d", pb, mb)
 	}
 	packed, meta := make([]byte, pb), make([]byte, mb)
-	if err := PackAmpere(packed, meta, d, F16, rows, cols); err != nil {
+	if err := PackAmpere(packed, meta, d, checkpoint.F16, rows, cols); err != nil {
 		t.Fatal(err)
 	}
 	// Logical M[0]: row 0's words, at the §1.5 offsets.
@@ -62,7 +64,7 @@ func TestAmpereKnownAnswer(t *testing.T) {
 		}
 	}
 	dense := make([]byte, len(d))
-	if err := UnpackAmpere(dense, packed, meta, F16, rows, cols); err != nil {
+	if err := UnpackAmpere(dense, packed, meta, checkpoint.F16, rows, cols); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(dense, d) {
@@ -85,17 +87,17 @@ func TestMetaBase(t *testing.T) {
 }
 
 // ampereRule returns the rule whose output the Ampere layout holds for dt.
-func ampereRule(dt DType) Rule {
-	if dt == F32 {
+func ampereRule(dt checkpoint.DType) Rule {
+	if dt == checkpoint.F32 {
 		return Rule12
 	}
 	return Rule24
 }
 
 // randAmpereShape returns a random shape that fits the Ampere layout.
-func randAmpereShape(rng *rand.Rand, dt DType) (rows, cols int) {
+func randAmpereShape(rng *rand.Rand, dt checkpoint.DType) (rows, cols int) {
 	q := 64
-	if dt == F32 {
+	if dt == checkpoint.F32 {
 		q = 32
 	}
 	return 32 * (1 + rng.IntN(4)), q * (1 + rng.IntN(4))
@@ -103,7 +105,7 @@ func randAmpereShape(rng *rand.Rand, dt DType) (rows, cols int) {
 
 // randSparse returns a random matrix that satisfies rule without being
 // pruned: groups with fewer nonzeros than allowed, zeros of either sign.
-func randSparse(rng *rand.Rand, dt DType, rows, cols int, rule Rule) []byte {
+func randSparse(rng *rand.Rand, dt checkpoint.DType, rows, cols int, rule Rule) []byte {
 	b := randMatrix(rng, dt, rows, cols)
 	g := groupOf(rule)
 	for e := 0; e < rows*cols; e += g {
@@ -141,7 +143,7 @@ func TestAmpereProperty(t *testing.T) {
 			t.Fatalf("%s: packed differs from the reference at element %d", name, firstDiff(packed, wantP, dt))
 		}
 		if !bytes.Equal(meta, wantM) {
-			t.Fatalf("%s: meta differs from the reference at byte %d", name, firstDiff(meta, wantM, F16)*2)
+			t.Fatalf("%s: meta differs from the reference at byte %d", name, firstDiff(meta, wantM, checkpoint.F16)*2)
 		}
 		dense := make([]byte, len(d))
 		if err := UnpackAmpere(dense, packed, meta, dt, rows, cols); err != nil {
@@ -196,7 +198,7 @@ func TestPackAmpereRejectsDense(t *testing.T) {
 }
 
 // setStoredNibble sets the nibble of group g of row r in stored meta.
-func setStoredNibble(meta []byte, dt DType, rows, r, g int, nib byte) {
+func setStoredNibble(meta []byte, dt checkpoint.DType, rows, r, g int, nib byte) {
 	o := 2 * refMetaOffset(r, g/4, rows)
 	w := binary.LittleEndian.Uint16(meta[o:])
 	s := 4 * (g % 4)
@@ -216,12 +218,12 @@ func TestUnpackAmpereRejectsMeta(t *testing.T) {
 			t.Fatal(err)
 		}
 		bad := []byte{0x0, 0x1, 0x2, 0x3, 0x5, 0x6, 0x7, 0xA, 0xB, 0xF}
-		if dt == F32 {
+		if dt == checkpoint.F32 {
 			bad = append(bad, 0x8, 0x9, 0xC, 0xD)
 		}
 		nib := bad[iter/3%len(bad)]
 		per := cols / 4
-		if dt == F32 {
+		if dt == checkpoint.F32 {
 			per = cols / 2
 		}
 		r, g := rng.IntN(rows), rng.IntN(per)
@@ -246,23 +248,23 @@ func TestUnpackAmpereRejectsMeta(t *testing.T) {
 
 func TestAmpereShape(t *testing.T) {
 	tests := []struct {
-		dt         DType
+		dt         checkpoint.DType
 		rows, cols int
 		ok         bool
 		pb, mb     int
 	}{
-		{F16, 32, 64, true, 32 * 64, 32 * 4 * 2},
-		{BF16, 64, 128, true, 64 * 128, 64 * 8 * 2},
-		{F32, 32, 32, true, 32 * 16 * 4, 32 * 4 * 2},
-		{F32, 96, 64, true, 96 * 32 * 4, 96 * 8 * 2},
-		{F16, 32, 32, false, 0, 0},
-		{BF16, 16, 64, false, 0, 0},
-		{F32, 32, 16, false, 0, 0},
-		{F16, 0, 64, false, 0, 0},
-		{F16, 32, 0, false, 0, 0},
-		{F16, -32, 64, false, 0, 0},
-		{F32, 1 << 62, 1 << 62, false, 0, 0},
-		{DType(0), 32, 64, false, 0, 0},
+		{checkpoint.F16, 32, 64, true, 32 * 64, 32 * 4 * 2},
+		{checkpoint.BF16, 64, 128, true, 64 * 128, 64 * 8 * 2},
+		{checkpoint.F32, 32, 32, true, 32 * 16 * 4, 32 * 4 * 2},
+		{checkpoint.F32, 96, 64, true, 96 * 32 * 4, 96 * 8 * 2},
+		{checkpoint.F16, 32, 32, false, 0, 0},
+		{checkpoint.BF16, 16, 64, false, 0, 0},
+		{checkpoint.F32, 32, 16, false, 0, 0},
+		{checkpoint.F16, 0, 64, false, 0, 0},
+		{checkpoint.F16, 32, 0, false, 0, 0},
+		{checkpoint.F16, -32, 64, false, 0, 0},
+		{checkpoint.F32, 1 << 62, 1 << 62, false, 0, 0},
+		{checkpoint.DType("I8"), 32, 64, false, 0, 0},
 	}
 	for _, tt := range tests {
 		err := AmpereShapeError(tt.dt, tt.rows, tt.cols)
@@ -274,14 +276,14 @@ func TestAmpereShape(t *testing.T) {
 		}
 	}
 	// Every buffer length is checked.
-	pb, mb := AmpereSizes(BF16, 32, 64)
+	pb, mb := AmpereSizes(checkpoint.BF16, 32, 64)
 	dn := 32 * 64 * 2
 	for _, l := range [][3]int{{dn - 2, pb, mb}, {dn, pb + 2, mb}, {dn, pb, mb - 2}} {
 		d, p, m := make([]byte, l[0]), make([]byte, l[1]), make([]byte, l[2])
-		if err := PackAmpere(p, m, d, BF16, 32, 64); !errors.Is(err, ErrShape) {
+		if err := PackAmpere(p, m, d, checkpoint.BF16, 32, 64); !errors.Is(err, ErrShape) {
 			t.Errorf("PackAmpere with lengths %v: %v, want ErrShape", l, err)
 		}
-		if err := UnpackAmpere(d, p, m, BF16, 32, 64); !errors.Is(err, ErrShape) {
+		if err := UnpackAmpere(d, p, m, checkpoint.BF16, 32, 64); !errors.Is(err, ErrShape) {
 			t.Errorf("UnpackAmpere with lengths %v: %v, want ErrShape", l, err)
 		}
 	}

@@ -3,6 +3,8 @@ package prune24
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // benchRows and benchCols are the shape of the benchmark matrices, a
@@ -11,7 +13,7 @@ const benchRows, benchCols = 4096, 4096
 
 // weights returns a rows×cols matrix of dt with normally distributed
 // values of standard deviation 0.02, as in a trained LLM layer.
-func weights(dt DType, rows, cols int, seed uint64) []byte {
+func weights(dt checkpoint.DType, rows, cols int, seed uint64) []byte {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	b := make([]byte, rows*cols*dt.Size())
 	for i := 0; i < rows*cols; i++ {
@@ -20,7 +22,7 @@ func weights(dt DType, rows, cols int, seed uint64) []byte {
 	return b
 }
 
-func benchPrune(b *testing.B, dt DType, rule Rule) {
+func benchPrune(b *testing.B, dt checkpoint.DType, rule Rule) {
 	src := weights(dt, benchRows, benchCols, 1)
 	dst := make([]byte, len(src))
 	b.SetBytes(int64(len(src)))
@@ -34,22 +36,22 @@ func benchPrune(b *testing.B, dt DType, rule Rule) {
 
 func BenchmarkPrune(b *testing.B) {
 	for _, c := range []struct {
-		dt   DType
+		dt   checkpoint.DType
 		rule Rule
-	}{{BF16, Rule24}, {F16, Rule24}, {F32, Rule24}, {F32, Rule12}} {
-		b.Run(c.dt.String()+"/"+c.rule.String(), func(b *testing.B) { benchPrune(b, c.dt, c.rule) })
+	}{{checkpoint.BF16, Rule24}, {checkpoint.F16, Rule24}, {checkpoint.F32, Rule24}, {checkpoint.F32, Rule12}} {
+		b.Run(string(c.dt)+"/"+c.rule.String(), func(b *testing.B) { benchPrune(b, c.dt, c.rule) })
 	}
 }
 
 // benchPruned returns a pruned benchmark matrix of dt for the Ampere
 // layout's rule.
-func benchPruned(b *testing.B, dt DType) []byte {
+func benchPruned(b *testing.B, dt checkpoint.DType) []byte {
 	return mustPrune(b, weights(dt, benchRows, benchCols, 2), dt, benchCols, ampereRule(dt))
 }
 
 func BenchmarkCheck(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			d := benchPruned(b, dt)
 			b.SetBytes(int64(len(d)))
 			b.ResetTimer()
@@ -64,7 +66,7 @@ func BenchmarkCheck(b *testing.B) {
 
 func BenchmarkPackAmpere(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			d := benchPruned(b, dt)
 			pb, mb := AmpereSizes(dt, benchRows, benchCols)
 			packed, meta := make([]byte, pb), make([]byte, mb)
@@ -83,7 +85,7 @@ func BenchmarkPackAmpere(b *testing.B) {
 // of the dense input, as for Prune.
 func BenchmarkPruneAmpere(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			src := weights(dt, benchRows, benchCols, 2)
 			pb, mb := AmpereSizes(dt, benchRows, benchCols)
 			packed, meta := make([]byte, pb), make([]byte, mb)
@@ -102,7 +104,7 @@ func BenchmarkPruneAmpere(b *testing.B) {
 // replaces, on the same input, for comparison.
 func BenchmarkPruneThenPackAmpere(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			src := weights(dt, benchRows, benchCols, 2)
 			pruned := make([]byte, len(src))
 			pb, mb := AmpereSizes(dt, benchRows, benchCols)
@@ -123,7 +125,7 @@ func BenchmarkPruneThenPackAmpere(b *testing.B) {
 
 func BenchmarkUnpackAmpere(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			d := benchPruned(b, dt)
 			pb, mb := AmpereSizes(dt, benchRows, benchCols)
 			packed, meta := make([]byte, pb), make([]byte, mb)
@@ -143,7 +145,7 @@ func BenchmarkUnpackAmpere(b *testing.B) {
 
 func BenchmarkPackBitmask(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			d := mustPrune(b, weights(dt, benchRows, benchCols, 3), dt, benchCols, Rule24)
 			cb, bb := BitmaskSizes(dt, benchRows, benchCols)
 			comp, mask := make([]byte, cb), make([]byte, bb)
@@ -162,7 +164,7 @@ func BenchmarkPackBitmask(b *testing.B) {
 // of the dense input, as for Prune.
 func BenchmarkPruneBitmask(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			src := weights(dt, benchRows, benchCols, 3)
 			cb, bb := BitmaskSizes(dt, benchRows, benchCols)
 			comp, mask := make([]byte, cb), make([]byte, bb)
@@ -181,7 +183,7 @@ func BenchmarkPruneBitmask(b *testing.B) {
 // replaces, on the same input, for comparison.
 func BenchmarkPruneThenPackBitmask(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			src := weights(dt, benchRows, benchCols, 3)
 			pruned := make([]byte, len(src))
 			cb, bb := BitmaskSizes(dt, benchRows, benchCols)
@@ -202,7 +204,7 @@ func BenchmarkPruneThenPackBitmask(b *testing.B) {
 
 func BenchmarkUnpackBitmask(b *testing.B) {
 	for _, dt := range allDTypes {
-		b.Run(dt.String(), func(b *testing.B) {
+		b.Run(string(dt), func(b *testing.B) {
 			d := mustPrune(b, weights(dt, benchRows, benchCols, 3), dt, benchCols, Rule24)
 			cb, bb := BitmaskSizes(dt, benchRows, benchCols)
 			comp, mask := make([]byte, cb), make([]byte, bb)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // The bitmask layout is compressed-tensors' sparse-24-bitmask form of a
@@ -31,10 +33,16 @@ func BitmaskShapeError(rows, cols int) error {
 // buffers of a rows×cols matrix of dt in the bitmask layout, or 0, 0 when
 // dt is invalid, a dimension negative, cols not a multiple of 4 or the
 // size overflows.
-func BitmaskSizes(dt DType, rows, cols int) (compressedBytes, bitmaskBytes int) {
-	if checkDType(dt) != nil {
+func BitmaskSizes(dt checkpoint.DType, rows, cols int) (compressedBytes, bitmaskBytes int) {
+	e, err := elemOf(dt)
+	if err != nil {
 		return 0, 0
 	}
+	return bitmaskSizes(e, rows, cols)
+}
+
+// bitmaskSizes is BitmaskSizes for an elem.
+func bitmaskSizes(dt elem, rows, cols int) (compressedBytes, bitmaskBytes int) {
 	n, err := matrixBytes(dt, rows, cols)
 	if err != nil {
 		return 0, 0
@@ -44,15 +52,12 @@ func BitmaskSizes(dt DType, rows, cols int) (compressedBytes, bitmaskBytes int) 
 
 // checkBitmask validates the shape and the lengths of the dense,
 // compressed and bitmask buffers of a bitmask conversion.
-func checkBitmask(dense, compressed, bitmask []byte, dt DType, rows, cols int) error {
-	if err := checkDType(dt); err != nil {
-		return err
-	}
+func checkBitmask(dense, compressed, bitmask []byte, dt elem, rows, cols int) error {
 	n, err := matrixBytes(dt, rows, cols)
 	if err != nil {
 		return err
 	}
-	cb, bb := BitmaskSizes(dt, rows, cols)
+	cb, bb := bitmaskSizes(dt, rows, cols)
 	if err := checkLen("dense matrix", len(dense), n); err != nil {
 		return err
 	}
@@ -69,15 +74,20 @@ func checkBitmask(dense, compressed, bitmask []byte, dt DType, rows, cols int) e
 // counts as zero) plus its lowest-index zeros to make exactly 2. A group
 // with more than 2 nonzeros is a [*StructureError]. Values are copied bit
 // for bit. On error, the content of compressed and bitmask is unspecified.
-func PackBitmask(compressed, bitmask, pruned []byte, dt DType, rows, cols int) error {
-	if err := checkBitmask(pruned, compressed, bitmask, dt, rows, cols); err != nil {
+func PackBitmask(compressed, bitmask, pruned []byte, dt checkpoint.DType, rows, cols int) error {
+	e, err := elemOf(dt)
+	if err != nil {
 		return err
 	}
+	if err := checkBitmask(pruned, compressed, bitmask, e, rows, cols); err != nil {
+		return err
+	}
+	f32 := e == elemF32
 	maskBytes := (cols + 7) / 8
 	for r := 0; r < rows; r++ {
 		mrow := bitmask[r*maskBytes : (r+1)*maskBytes]
 		var err error
-		if dt == F32 {
+		if f32 {
 			err = packBitmaskRow32(compressed[r*cols*2:(r+1)*cols*2], mrow, pruned[r*cols*4:(r+1)*cols*4], r)
 		} else {
 			err = packBitmaskRow16(compressed[r*cols:(r+1)*cols], mrow, pruned[r*cols*2:(r+1)*cols*2], r)
@@ -152,15 +162,20 @@ func setMaskNibble(mask []byte, g int, b byte) {
 // column cols (when cols is not a multiple of 8) must be clear; otherwise
 // the first violation is a [*BitmaskError]. On error, the content of dense
 // is unspecified.
-func UnpackBitmask(dense, compressed, bitmask []byte, dt DType, rows, cols int) error {
-	if err := checkBitmask(dense, compressed, bitmask, dt, rows, cols); err != nil {
+func UnpackBitmask(dense, compressed, bitmask []byte, dt checkpoint.DType, rows, cols int) error {
+	e, err := elemOf(dt)
+	if err != nil {
 		return err
 	}
+	if err := checkBitmask(dense, compressed, bitmask, e, rows, cols); err != nil {
+		return err
+	}
+	f32 := e == elemF32
 	maskBytes := (cols + 7) / 8
 	for r := 0; r < rows; r++ {
 		mrow := bitmask[r*maskBytes : (r+1)*maskBytes]
 		var err error
-		if dt == F32 {
+		if f32 {
 			err = unpackBitmaskRow32(dense[r*cols*4:(r+1)*cols*4], compressed[r*cols*2:(r+1)*cols*2], mrow, r)
 		} else {
 			err = unpackBitmaskRow16(dense[r*cols*2:(r+1)*cols*2], compressed[r*cols:(r+1)*cols], mrow, r)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // TestBitmaskKnown packs a hand-made 2×12 BF16 matrix: 3 groups per row,
@@ -20,9 +22,9 @@ func TestBitmaskKnown(t *testing.T) {
 	// Row 1: 0b0011, 0b1100, and the zero at 0 with the 8 at 1 (0b0011).
 	wantMask := []byte{0x3A, 0x05, 0xC3, 0x03}
 	wantComp := bf16s(5, -6, 0, 0, 0, 7, 1, 2, -3, 4, 0, 8)
-	cb, bb := BitmaskSizes(BF16, 2, 12)
+	cb, bb := BitmaskSizes(checkpoint.BF16, 2, 12)
 	comp, mask := make([]byte, cb), make([]byte, bb)
-	if err := PackBitmask(comp, mask, d, BF16, 2, 12); err != nil {
+	if err := PackBitmask(comp, mask, d, checkpoint.BF16, 2, 12); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(mask, wantMask) {
@@ -32,7 +34,7 @@ func TestBitmaskKnown(t *testing.T) {
 		t.Errorf("compressed = % x, want % x", comp, wantComp)
 	}
 	dense := make([]byte, len(d))
-	if err := UnpackBitmask(dense, comp, mask, BF16, 2, 12); err != nil {
+	if err := UnpackBitmask(dense, comp, mask, checkpoint.BF16, 2, 12); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(dense, d) {
@@ -109,7 +111,7 @@ func TestPackBitmaskRejectsDense(t *testing.T) {
 		}
 		n = 0 // count again: the planted values may land on nonzeros
 		for i := range 4 {
-			if getBits(d, e+i, dt)&magMask(dt) != 0 {
+			if getBits(d, e+i, dt)&magOf(dt) != 0 {
 				n++
 			}
 		}
@@ -178,19 +180,19 @@ func popcount(b byte) int {
 
 func TestBitmaskShape(t *testing.T) {
 	tests := []struct {
-		dt         DType
+		dt         checkpoint.DType
 		rows, cols int
 		vllm       bool
 		cb, bb     int
 	}{
-		{BF16, 8, 8, true, 8 * 4 * 2, 8},
-		{F32, 16, 64, true, 16 * 32 * 4, 16 * 8},
-		{F16, 3, 12, false, 3 * 6 * 2, 3 * 2},
-		{F16, 0, 12, false, 0, 0},
-		{BF16, 8, 6, false, 0, 0},
-		{BF16, -8, 8, false, 0, 0},
-		{DType(0), 8, 8, true, 0, 0},
-		{F32, 1 << 40, 1 << 40, true, 0, 0},
+		{checkpoint.BF16, 8, 8, true, 8 * 4 * 2, 8},
+		{checkpoint.F32, 16, 64, true, 16 * 32 * 4, 16 * 8},
+		{checkpoint.F16, 3, 12, false, 3 * 6 * 2, 3 * 2},
+		{checkpoint.F16, 0, 12, false, 0, 0},
+		{checkpoint.BF16, 8, 6, false, 0, 0},
+		{checkpoint.BF16, -8, 8, false, 0, 0},
+		{checkpoint.DType("I8"), 8, 8, true, 0, 0},
+		{checkpoint.F32, 1 << 40, 1 << 40, true, 0, 0},
 	}
 	for _, tt := range tests {
 		err := BitmaskShapeError(tt.rows, tt.cols)
@@ -201,21 +203,21 @@ func TestBitmaskShape(t *testing.T) {
 			t.Errorf("BitmaskSizes(%v, %d, %d) = %d, %d; want %d, %d", tt.dt, tt.rows, tt.cols, cb, bb, tt.cb, tt.bb)
 		}
 	}
-	cb, bb := BitmaskSizes(F16, 2, 12)
+	cb, bb := BitmaskSizes(checkpoint.F16, 2, 12)
 	dn := 2 * 12 * 2
 	for _, l := range [][3]int{{dn + 2, cb, bb}, {dn, cb - 2, bb}, {dn, cb, bb + 1}} {
 		d, c, m := make([]byte, l[0]), make([]byte, l[1]), make([]byte, l[2])
-		if err := PackBitmask(c, m, d, F16, 2, 12); !errors.Is(err, ErrShape) {
+		if err := PackBitmask(c, m, d, checkpoint.F16, 2, 12); !errors.Is(err, ErrShape) {
 			t.Errorf("PackBitmask with lengths %v: %v, want ErrShape", l, err)
 		}
-		if err := UnpackBitmask(d, c, m, F16, 2, 12); !errors.Is(err, ErrShape) {
+		if err := UnpackBitmask(d, c, m, checkpoint.F16, 2, 12); !errors.Is(err, ErrShape) {
 			t.Errorf("UnpackBitmask with lengths %v: %v, want ErrShape", l, err)
 		}
 	}
-	if err := PackBitmask(nil, nil, nil, F16, 3, 6); !errors.Is(err, ErrShape) {
+	if err := PackBitmask(nil, nil, nil, checkpoint.F16, 3, 6); !errors.Is(err, ErrShape) {
 		t.Errorf("PackBitmask with 6 columns: %v, want ErrShape", err)
 	}
-	if err := UnpackBitmask(nil, nil, nil, DType(7), 0, 8); !errors.Is(err, ErrDType) {
-		t.Errorf("UnpackBitmask with DType(7): %v, want ErrDType", err)
+	if err := UnpackBitmask(nil, nil, nil, checkpoint.DType("I8"), 0, 8); !errors.Is(err, ErrDType) {
+		t.Errorf("UnpackBitmask with I8: %v, want ErrDType", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // Check returns nil if data, whole rows of cols elements of type dt,
@@ -12,10 +14,16 @@ import (
 // as with an IEEE compare. Otherwise it returns a [*StructureError] for
 // the first violating group in row-major order, at the group's first
 // column.
-func Check(data []byte, dt DType, cols int, rule Rule) error {
-	if err := checkDType(dt); err != nil {
+func Check(data []byte, dt checkpoint.DType, cols int, rule Rule) error {
+	e, err := elemOf(dt)
+	if err != nil {
 		return err
 	}
+	return check(data, e, cols, rule)
+}
+
+// check is Check for an elem.
+func check(data []byte, dt elem, cols int, rule Rule) error {
 	if err := checkRule(rule); err != nil {
 		return err
 	}
@@ -24,9 +32,9 @@ func Check(data []byte, dt DType, cols int, rule Rule) error {
 	}
 	var off int
 	switch {
-	case dt != F32 && rule == Rule24:
+	case dt != elemF32 && rule == Rule24:
 		off = check16x24(data)
-	case dt != F32:
+	case dt != elemF32:
 		off = check16x12(data)
 	case rule == Rule24:
 		off = check32x24(data)
@@ -37,7 +45,7 @@ func Check(data []byte, dt DType, cols int, rule Rule) error {
 		return nil
 	}
 	// Count the violating group's nonzeros for the report.
-	size, group := dt.Size(), 4
+	size, group := dt.size(), 4
 	if rule == Rule12 {
 		group = 2
 	}
@@ -100,16 +108,16 @@ func check32x12(data []byte) int {
 }
 
 // elemBits returns the bits of element i of data.
-func elemBits(data []byte, i int, dt DType) uint32 {
-	if dt == F32 {
+func elemBits(data []byte, i int, dt elem) uint32 {
+	if dt == elemF32 {
 		return binary.LittleEndian.Uint32(data[4*i:])
 	}
 	return uint32(binary.LittleEndian.Uint16(data[2*i:]))
 }
 
 // magMask returns the magnitude bits of one element of dt.
-func magMask(dt DType) uint32 {
-	if dt == F32 {
+func magMask(dt elem) uint32 {
+	if dt == elemF32 {
 		return 0x7FFF_FFFF
 	}
 	return 0x7FFF
@@ -122,10 +130,16 @@ const checkRuleChunk = 64 << 10
 // original with the same dt, cols and rule. Otherwise it returns a
 // [*RuleError] for the first differing element, or Prune's [*NaNError]
 // for a NaN in original.
-func CheckRule(pruned, original []byte, dt DType, cols int, rule Rule) error {
-	if err := checkDType(dt); err != nil {
+func CheckRule(pruned, original []byte, dt checkpoint.DType, cols int, rule Rule) error {
+	e, err := elemOf(dt)
+	if err != nil {
 		return err
 	}
+	return checkAgainst(pruned, original, e, cols, rule)
+}
+
+// checkAgainst is CheckRule for an elem.
+func checkAgainst(pruned, original []byte, dt elem, cols int, rule Rule) error {
 	if err := checkRule(rule); err != nil {
 		return err
 	}
@@ -138,22 +152,22 @@ func CheckRule(pruned, original []byte, dt DType, cols int, rule Rule) error {
 	if cols == 0 {
 		return nil
 	}
-	rowBytes := cols * dt.Size()
+	rowBytes := cols * dt.size()
 	chunk := max(checkRuleChunk/rowBytes, 1) * rowBytes
 	buf := make([]byte, min(chunk, len(original)))
 	for off := 0; off < len(original); off += len(buf) {
 		n := min(len(buf), len(original)-off)
 		want := buf[:n]
-		if _, err := Prune(want, original[off:off+n], dt, cols, off/rowBytes, rule); err != nil {
+		if _, err := prune(want, original[off:off+n], dt, cols, off/rowBytes, rule); err != nil {
 			return err
 		}
 		got := pruned[off : off+n]
 		if bytes.Equal(got, want) {
 			continue
 		}
-		for i := 0; i < n/dt.Size(); i++ {
+		for i := 0; i < n/dt.size(); i++ {
 			if g, w := elemBits(got, i, dt), elemBits(want, i, dt); g != w {
-				e := off/dt.Size() + i
+				e := off/dt.size() + i
 				return &RuleError{Row: e / cols, Col: e % cols, Got: g, Want: w}
 			}
 		}

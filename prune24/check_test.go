@@ -5,18 +5,20 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // negZeroBits returns the bits of -0.0 in dt.
-func negZeroBits(dt DType) uint32 {
-	if dt == F32 {
+func negZeroBits(dt checkpoint.DType) uint32 {
+	if dt == checkpoint.F32 {
 		return 0x8000_0000
 	}
 	return 0x8000
 }
 
 // mustPrune returns src pruned by rule.
-func mustPrune(t testing.TB, src []byte, dt DType, cols int, rule Rule) []byte {
+func mustPrune(t testing.TB, src []byte, dt checkpoint.DType, cols int, rule Rule) []byte {
 	t.Helper()
 	dst := make([]byte, len(src))
 	if _, err := Prune(dst, src, dt, cols, 0, rule); err != nil {
@@ -60,7 +62,7 @@ func TestCheck(t *testing.T) {
 		}
 		n = 0 // count again: the planted values may land on nonzeros
 		for i := 0; i < g; i++ {
-			if getBits(withNeg, e+i, dt)&magMask(dt) != 0 {
+			if getBits(withNeg, e+i, dt)&magOf(dt) != 0 {
 				n++
 			}
 		}
@@ -78,19 +80,19 @@ func TestCheck(t *testing.T) {
 func TestCheckErrors(t *testing.T) {
 	tests := []struct {
 		data []byte
-		dt   DType
+		dt   checkpoint.DType
 		cols int
 		rule Rule
 		want error
 	}{
-		{make([]byte, 8), DType(4), 4, Rule24, ErrDType},
-		{make([]byte, 8), F16, 4, Rule(-1), ErrInvalidRule},
-		{make([]byte, 8), F16, 3, Rule24, ErrShape},
-		{make([]byte, 10), F16, 4, Rule24, ErrShape},
-		{bf16s(1, 2, 3, 0), BF16, 4, Rule24, ErrNot24},
-		{bf16s(1, 2, 0, 0), BF16, 4, Rule12, ErrNot24},
-		{bf16s(1, 0, 0, 3), BF16, 4, Rule12, nil},
-		{bf16s(1, 0, 0, 3, 0, 0, 0, 0), BF16, 4, Rule24, nil},
+		{make([]byte, 8), checkpoint.DType("I8"), 4, Rule24, ErrDType},
+		{make([]byte, 8), checkpoint.F16, 4, Rule(-1), ErrInvalidRule},
+		{make([]byte, 8), checkpoint.F16, 3, Rule24, ErrShape},
+		{make([]byte, 10), checkpoint.F16, 4, Rule24, ErrShape},
+		{bf16s(1, 2, 3, 0), checkpoint.BF16, 4, Rule24, ErrNot24},
+		{bf16s(1, 2, 0, 0), checkpoint.BF16, 4, Rule12, ErrNot24},
+		{bf16s(1, 0, 0, 3), checkpoint.BF16, 4, Rule12, nil},
+		{bf16s(1, 0, 0, 3, 0, 0, 0, 0), checkpoint.BF16, 4, Rule24, nil},
 	}
 	for _, tt := range tests {
 		if err := Check(tt.data, tt.dt, tt.cols, tt.rule); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
@@ -138,10 +140,10 @@ func TestCheckRule(t *testing.T) {
 			t.Fatalf("%v %v: CheckRule with NaN at %d = %v", dt, rule, i, err)
 		}
 	}
-	if err := CheckRule(make([]byte, 8), make([]byte, 16), BF16, 4, Rule24); !errors.Is(err, ErrShape) {
+	if err := CheckRule(make([]byte, 8), make([]byte, 16), checkpoint.BF16, 4, Rule24); !errors.Is(err, ErrShape) {
 		t.Errorf("length mismatch: %v, want ErrShape", err)
 	}
-	if err := CheckRule(nil, nil, F32, 0, Rule24); err != nil {
+	if err := CheckRule(nil, nil, checkpoint.F32, 0, Rule24); err != nil {
 		t.Errorf("empty: %v", err)
 	}
 }

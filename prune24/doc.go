@@ -2,9 +2,9 @@
 // formats of 2:4 weights as pure functions over raw little-endian bits.
 //
 // A matrix is row-major W[rows][cols] (for nn.Linear, rows is the output
-// and cols the input dimension) of elements of a [DType], held as raw bytes
-// exactly as in a safetensors file. Groups are 4 consecutive elements along
-// a row, so cols must be a multiple of 4.
+// and cols the input dimension) of elements of a checkpoint.DType, F16,
+// BF16 or F32, held as raw bytes exactly as in a safetensors file. Groups
+// are 4 consecutive elements along a row, so cols must be a multiple of 4.
 //
 // [Prune] keeps, in every group, the 2 elements of largest magnitude
 // ([Rule24]), or the larger of every pair ([Rule12], the 1:2 form that the
@@ -28,9 +28,13 @@
 // [Check] and [CheckRule] verify that data is 2:4 sparse and that it is
 // exactly what [Prune] produces from an original.
 //
+// [DecodeFloat64] and [F16ToFloat64], [BF16ToFloat64], [F32ToFloat64]
+// give the exact values of elements.
+//
 // Every function validates every buffer length against the dtype and shape
-// and returns an error wrapping [ErrShape] or [ErrDType] rather than
-// panicking. Errors about a location in the data are typed ([*NaNError],
-// [*StructureError], [*MetaError], [*BitmaskError], [*RuleError]) and wrap
-// a sentinel that [errors.Is] can test.
+// and returns an error wrapping [ErrShape] or [ErrDType] (any other
+// element type; see [CheckDType]) rather than panicking. Errors about a
+// location in the data are typed ([*NaNError], [*StructureError],
+// [*MetaError], [*BitmaskError], [*RuleError]) and wrap a sentinel that
+// [errors.Is] can test.
 package prune24

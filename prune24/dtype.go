@@ -1,82 +1,105 @@
 package prune24
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
-	"strconv"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
-// DType is the element type of a matrix. The zero value is not a valid type.
-type DType int
+// elem is an element type the kernels handle. Every exported function
+// resolves its checkpoint.DType to an elem once, so that no loop compares
+// type names.
+type elem uint8
 
-// The supported element types.
+// The element types of the kernels.
 const (
-	F16  DType = iota + 1 // IEEE 754 binary16
-	BF16                  // bfloat16: the upper 16 bits of a binary32
-	F32                   // IEEE 754 binary32
+	elemF16  elem = iota + 1 // IEEE 754 binary16
+	elemBF16                 // bfloat16: the upper 16 bits of a binary32
+	elemF32                  // IEEE 754 binary32
 )
 
-// String returns the safetensors name of d ("F16", "BF16", "F32"), or
-// "DType(n)" for a value that is not one of the constants.
-func (d DType) String() string {
-	switch d {
-	case F16:
-		return "F16"
-	case BF16:
-		return "BF16"
-	case F32:
-		return "F32"
+// elemOf returns the elem of dt, or an error wrapping ErrDType unless dt
+// is F16, BF16 or F32.
+func elemOf(dt checkpoint.DType) (elem, error) {
+	switch dt {
+	case checkpoint.F16:
+		return elemF16, nil
+	case checkpoint.BF16:
+		return elemBF16, nil
+	case checkpoint.F32:
+		return elemF32, nil
 	}
-	return "DType(" + strconv.Itoa(int(d)) + ")"
+	return 0, fmt.Errorf("%w: %q (want F16, BF16 or F32)", ErrDType, dt)
 }
 
-// Size returns the size of one element in bytes, or 0 for an invalid d.
-func (d DType) Size() int {
-	switch d {
-	case F16, BF16:
-		return 2
-	case F32:
+// CheckDType returns nil if the functions of this package take elements
+// of type dt (F16, BF16 or F32), and otherwise an error wrapping ErrDType.
+func CheckDType(dt checkpoint.DType) error {
+	_, err := elemOf(dt)
+	return err
+}
+
+// String returns the safetensors name of e ("F16", "BF16", "F32").
+func (e elem) String() string {
+	switch e {
+	case elemF16:
+		return string(checkpoint.F16)
+	case elemBF16:
+		return string(checkpoint.BF16)
+	}
+	return string(checkpoint.F32)
+}
+
+// size returns the size of one element in bytes.
+func (e elem) size() int {
+	if e == elemF32 {
 		return 4
 	}
-	return 0
+	return 2
 }
 
-// DTypeOf returns the DType for a safetensors dtype name ("F16", "BF16" or
-// "F32"), and whether the name is one of those.
-func DTypeOf(name string) (DType, bool) {
-	switch name {
-	case "F16":
-		return F16, true
-	case "BF16":
-		return BF16, true
-	case "F32":
-		return F32, true
+// float64 decodes the low e.size() bytes' worth of bits (an element as
+// read little-endian) as a value of type e. Higher bits are ignored.
+func (e elem) float64(bits uint64) float64 {
+	switch e {
+	case elemF16:
+		return F16ToFloat64(uint16(bits))
+	case elemBF16:
+		return BF16ToFloat64(uint16(bits))
 	}
-	return 0, false
+	return F32ToFloat64(uint32(bits))
 }
 
-// checkDType returns an error wrapping ErrDType unless d is valid.
-func checkDType(d DType) error {
-	if d.Size() == 0 {
-		return fmt.Errorf("%w: %v", ErrDType, d)
+// DecodeFloat64 sets dst[i] to the value of element i of src, elements of
+// type dt read little-endian, for every i of dst. The values are exact
+// (see [F16ToFloat64]); a NaN decodes to a NaN. src must hold exactly
+// len(dst) elements: otherwise the error wraps ErrShape, and for a dt
+// other than F16, BF16 and F32 it wraps ErrDType.
+func DecodeFloat64(dst []float64, src []byte, dt checkpoint.DType) error {
+	e, err := elemOf(dt)
+	if err != nil {
+		return err
+	}
+	if err := checkLen("src", len(src), len(dst)*e.size()); err != nil {
+		return err
+	}
+	switch e {
+	case elemF16:
+		for i := range dst {
+			dst[i] = F16ToFloat64(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case elemBF16:
+		for i := range dst {
+			dst[i] = BF16ToFloat64(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	default:
+		for i := range dst {
+			dst[i] = F32ToFloat64(binary.LittleEndian.Uint32(src[4*i:]))
+		}
 	}
 	return nil
-}
-
-// Float64 decodes the low d.Size() bytes' worth of bits (an element as read
-// little-endian) as a value of type d. Higher bits are ignored. The result
-// is exact for every finite value and infinity; a NaN decodes to a NaN. It
-// returns NaN for an invalid d.
-func Float64(bits uint64, d DType) float64 {
-	switch d {
-	case F16:
-		return F16ToFloat64(uint16(bits))
-	case BF16:
-		return BF16ToFloat64(uint16(bits))
-	case F32:
-		return F32ToFloat64(uint32(bits))
-	}
-	return math.NaN()
 }
 
 // BF16ToFloat64 returns the value of the bfloat16 with bits b, exactly.

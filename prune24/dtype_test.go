@@ -1,38 +1,35 @@
 package prune24
 
 import (
+	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
-func TestDType(t *testing.T) {
-	tests := []struct {
-		d    DType
-		name string
+func TestCheckDType(t *testing.T) {
+	for _, tt := range []struct {
+		dt   checkpoint.DType
+		elem elem
 		size int
-		ok   bool
 	}{
-		{F16, "F16", 2, true},
-		{BF16, "BF16", 2, true},
-		{F32, "F32", 4, true},
-		{0, "DType(0)", 0, false},
-		{DType(9), "DType(9)", 0, false},
-	}
-	for _, tt := range tests {
-		if got := tt.d.String(); got != tt.name {
-			t.Errorf("DType(%d).String() = %q, want %q", int(tt.d), got, tt.name)
+		{checkpoint.F16, elemF16, 2},
+		{checkpoint.BF16, elemBF16, 2},
+		{checkpoint.F32, elemF32, 4},
+	} {
+		e, err := elemOf(tt.dt)
+		if err != nil || e != tt.elem || e.size() != tt.size || e.String() != string(tt.dt) {
+			t.Errorf("elemOf(%s) = %v (size %d), %v; want %v (size %d)", tt.dt, e, e.size(), err, tt.elem, tt.size)
 		}
-		if got := tt.d.Size(); got != tt.size {
-			t.Errorf("%v.Size() = %d, want %d", tt.d, got, tt.size)
-		}
-		d, ok := DTypeOf(tt.name)
-		if ok != tt.ok || (ok && d != tt.d) {
-			t.Errorf("DTypeOf(%q) = %v, %v; want %v, %v", tt.name, d, ok, tt.d, tt.ok)
+		if err := CheckDType(tt.dt); err != nil {
+			t.Errorf("CheckDType(%s) = %v", tt.dt, err)
 		}
 	}
-	for _, name := range []string{"", "f16", "Bf16", "F64", "I8", "F8_E4M3"} {
-		if d, ok := DTypeOf(name); ok {
-			t.Errorf("DTypeOf(%q) = %v, true; want false", name, d)
+	for _, dt := range []checkpoint.DType{"", "f16", "Bf16", checkpoint.F64, checkpoint.I8, checkpoint.F8E4M3, checkpoint.I16} {
+		if err := CheckDType(dt); !errors.Is(err, ErrDType) {
+			t.Errorf("CheckDType(%q) = %v, want ErrDType", dt, err)
 		}
 	}
 }
@@ -60,8 +57,8 @@ func TestF16ToFloat64Exhaustive(t *testing.T) {
 		if got := F16ToFloat64(uint16(h)); !same(got, want) {
 			t.Fatalf("F16ToFloat64(%#04x) = %v, want %v", h, got, want)
 		}
-		if got := Float64(uint64(h)|0xABCD<<16, F16); !same(got, want) {
-			t.Fatalf("Float64(%#x, F16) = %v, want %v (high bits must be ignored)", h, got, want)
+		if got := elemF16.float64(uint64(h) | 0xABCD<<16); !same(got, want) {
+			t.Fatalf("elemF16.float64(%#x) = %v, want %v (high bits must be ignored)", h, got, want)
 		}
 	}
 }
@@ -93,8 +90,8 @@ func TestBF16ToFloat64Exhaustive(t *testing.T) {
 		if got := BF16ToFloat64(uint16(b)); !same(got, want) {
 			t.Fatalf("BF16ToFloat64(%#04x) = %v, want %v", b, got, want)
 		}
-		if got := Float64(uint64(b), BF16); !same(got, want) {
-			t.Fatalf("Float64(%#04x, BF16) = %v, want %v", b, got, want)
+		if got := elemBF16.float64(uint64(b)); !same(got, want) {
+			t.Fatalf("elemBF16.float64(%#04x) = %v, want %v", b, got, want)
 		}
 	}
 }
@@ -118,12 +115,55 @@ func TestF32ToFloat64(t *testing.T) {
 		if got := F32ToFloat64(tt.bits); !same(got, tt.want) {
 			t.Errorf("F32ToFloat64(%#x) = %v, want %v", tt.bits, got, tt.want)
 		}
-		if got := Float64(uint64(tt.bits)|1<<40, F32); !same(got, tt.want) {
-			t.Errorf("Float64(%#x, F32) = %v, want %v", tt.bits, got, tt.want)
+		if got := elemF32.float64(uint64(tt.bits) | 1<<40); !same(got, tt.want) {
+			t.Errorf("elemF32.float64(%#x) = %v, want %v", tt.bits, got, tt.want)
 		}
 	}
-	if got := Float64(0, DType(0)); !math.IsNaN(got) {
-		t.Errorf("Float64(0, DType(0)) = %v, want NaN", got)
+}
+
+// TestDecodeFloat64 decodes every F16 and BF16 bit pattern, and F32
+// patterns of every exponent, as one row, against the slow decoders of
+// the formats' definitions.
+func TestDecodeFloat64(t *testing.T) {
+	row16 := make([]byte, 2<<16)
+	for h := range 1 << 16 {
+		binary.LittleEndian.PutUint16(row16[2*h:], uint16(h))
+	}
+	var row32 []byte
+	var want32 []float64
+	for e := range uint32(256) {
+		for _, m := range []uint32{0, 1, 0x400000, 0x7FFFFF} {
+			for _, s := range []uint32{0, 1 << 31} {
+				b := s | e<<23 | m
+				row32 = binary.LittleEndian.AppendUint32(row32, b)
+				want32 = append(want32, float64(math.Float32frombits(b)))
+			}
+		}
+	}
+	for _, tt := range []struct {
+		dt   checkpoint.DType
+		src  []byte
+		want func(i int) float64
+	}{
+		{checkpoint.F16, row16, func(i int) float64 { return slowF16(uint32(i)) }},
+		{checkpoint.BF16, row16, func(i int) float64 { return slowBF16(uint32(i)) }},
+		{checkpoint.F32, row32, func(i int) float64 { return want32[i] }},
+	} {
+		dst := make([]float64, len(tt.src)/tt.dt.Size())
+		if err := DecodeFloat64(dst, tt.src, tt.dt); err != nil {
+			t.Fatalf("%s: %v", tt.dt, err)
+		}
+		for i, got := range dst {
+			if want := tt.want(i); !same(got, want) {
+				t.Fatalf("%s: element %d = %v, want %v", tt.dt, i, got, want)
+			}
+		}
+		if err := DecodeFloat64(dst[1:], tt.src, tt.dt); !errors.Is(err, ErrShape) {
+			t.Errorf("%s: %d elements from %d bytes: %v, want ErrShape", tt.dt, len(dst)-1, len(tt.src), err)
+		}
+	}
+	if err := DecodeFloat64(nil, nil, checkpoint.I8); !errors.Is(err, ErrDType) {
+		t.Errorf("DecodeFloat64 of I8: %v, want ErrDType", err)
 	}
 }
 

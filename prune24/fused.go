@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // PruneAmpere prunes src, a rows×cols matrix of dt, by rule and writes the
@@ -25,10 +27,16 @@ import (
 // would). On error, the content of packed and meta is unspecified.
 //
 // src must not overlap packed or meta.
-func PruneAmpere(packed, meta, src []byte, dt DType, rows, cols, rowBase int, rule Rule) (Stats, error) {
-	if err := checkDType(dt); err != nil {
+func PruneAmpere(packed, meta, src []byte, dt checkpoint.DType, rows, cols, rowBase int, rule Rule) (Stats, error) {
+	e, err := elemOf(dt)
+	if err != nil {
 		return Stats{}, err
 	}
+	return pruneAmpere(packed, meta, src, e, rows, cols, rowBase, rule)
+}
+
+// pruneAmpere is PruneAmpere for an elem.
+func pruneAmpere(packed, meta, src []byte, dt elem, rows, cols, rowBase int, rule Rule) (Stats, error) {
 	if err := checkRule(rule); err != nil {
 		return Stats{}, err
 	}
@@ -40,9 +48,9 @@ func PruneAmpere(packed, meta, src []byte, dt DType, rows, cols, rowBase int, ru
 		nan int
 	)
 	switch {
-	case dt == F32 && rule == Rule12:
+	case dt == elemF32 && rule == Rule12:
 		nan = ampere32(&s, packed, meta, src, rows, cols)
-	case dt != F32 && rule == Rule24:
+	case dt != elemF32 && rule == Rule24:
 		nan = ampere16(&s, packed, meta, src, dt, rows, cols)
 	default:
 		return pruneAmpereRows(packed, meta, src, dt, rows, cols, rowBase, rule)
@@ -70,8 +78,8 @@ func putMeta(meta []byte, w uint64, r, b, rows int) {
 // validated. A block is 64 columns of a row: 16 groups, 32 bytes of a
 // packed row and 4 meta words. It returns the byte offset in src of the
 // first NaN, or -1.
-func ampere16(s *sums, packed, meta, src []byte, dt DType, rows, cols int) int {
-	f16 := dt == F16
+func ampere16(s *sums, packed, meta, src []byte, dt elem, rows, cols int) int {
+	f16 := dt == elemF16
 	tab := ampereTable()
 	rowBytes := 2 * cols
 	for r := range rows {
@@ -160,22 +168,22 @@ func ampereBlock16(p *[blockBytes / 2]byte, s *[blockBytes]byte, from uint, w ui
 // sees (F16 and BF16 with Rule12, F32 with Rule24), done as Prune and
 // PackAmpere 32 rows at a time, after a scan for NaN (which Prune of the
 // whole matrix would report before any StructureError).
-func pruneAmpereRows(packed, meta, src []byte, dt DType, rows, cols, rowBase int, rule Rule) (Stats, error) {
+func pruneAmpereRows(packed, meta, src []byte, dt elem, rows, cols, rowBase int, rule Rule) (Stats, error) {
 	if off := firstNaN(src, dt); off >= 0 {
 		return Stats{}, nanError(off, dt, cols, rowBase)
 	}
 	const n = 32 // rows in a block of the layout
-	rowBytes, packedRow := cols*dt.Size(), cols/2*dt.Size()
-	pb, mb := AmpereSizes(dt, n, cols)
+	rowBytes, packedRow := cols*dt.size(), cols/2*dt.size()
+	pb, mb := ampereSizes(dt, n, cols)
 	pruned, bp, bm := make([]byte, n*rowBytes), make([]byte, pb), make([]byte, mb)
 	var st Stats
 	for r0 := 0; r0 < rows; r0 += n {
-		s, err := Prune(pruned, src[r0*rowBytes:(r0+n)*rowBytes], dt, cols, rowBase+r0, rule)
+		s, err := prune(pruned, src[r0*rowBytes:(r0+n)*rowBytes], dt, cols, rowBase+r0, rule)
 		if err != nil {
 			return Stats{}, err
 		}
 		st.Add(s)
-		if err := PackAmpere(bp, bm, pruned, dt, n, cols); err != nil {
+		if err := packAmpere(bp, bm, pruned, dt, n, cols); err != nil {
 			if se := (*StructureError)(nil); errors.As(err, &se) {
 				se.Row += r0
 			}
@@ -194,12 +202,12 @@ func pruneAmpereRows(packed, meta, src []byte, dt DType, rows, cols, rowBase int
 
 // firstNaN returns the byte offset of the first NaN in src (whole
 // elements of dt), or -1.
-func firstNaN(src []byte, dt DType) int {
+func firstNaN(src []byte, dt elem) int {
 	nanAdd, sign := uint64(nanAddBF16), uint64(sign16)
 	switch dt {
-	case F16:
+	case elemF16:
 		nanAdd = nanAddF16
-	case F32:
+	case elemF32:
 		nanAdd, sign = nanAddF32, sign32
 	}
 	return forBlocks(src, src, func(_, b *[blockBytes]byte) int {
@@ -229,10 +237,16 @@ func firstNaN(src []byte, dt DType) int {
 // the content of compressed and bitmask is unspecified.
 //
 // src must not overlap compressed or bitmask.
-func PruneBitmask(compressed, bitmask, src []byte, dt DType, rows, cols, rowBase int, rule Rule) (Stats, error) {
-	if err := checkDType(dt); err != nil {
+func PruneBitmask(compressed, bitmask, src []byte, dt checkpoint.DType, rows, cols, rowBase int, rule Rule) (Stats, error) {
+	e, err := elemOf(dt)
+	if err != nil {
 		return Stats{}, err
 	}
+	return pruneBitmask(compressed, bitmask, src, e, rows, cols, rowBase, rule)
+}
+
+// pruneBitmask is PruneBitmask for an elem.
+func pruneBitmask(compressed, bitmask, src []byte, dt elem, rows, cols, rowBase int, rule Rule) (Stats, error) {
 	if err := checkRule(rule); err != nil {
 		return Stats{}, err
 	}
@@ -253,13 +267,13 @@ func PruneBitmask(compressed, bitmask, src []byte, dt DType, rows, cols, rowBase
 // 128 bytes of a row and a row's last partial block goes through
 // zero-padded copies. It returns the byte offset in src of the first NaN,
 // or -1.
-func bitmask16or32(s *sums, compressed, bitmask, src []byte, dt DType, rows, cols int) int {
-	f16 := dt == F16
+func bitmask16or32(s *sums, compressed, bitmask, src []byte, dt elem, rows, cols int) int {
+	f16 := dt == elemF16
 	tab := bitmaskTable()
 	// block prunes a block into c and returns its mask nibbles, the first
 	// in the low bits, and the byte offset in it of the first NaN, or -1.
 	block := func(c *[blockBytes / 2]byte, b *[blockBytes]byte) (w uint64, nan int) {
-		if dt == F32 {
+		if dt == elemF32 {
 			for from := uint(0); ; {
 				var (
 					kept, total float64
@@ -294,8 +308,8 @@ func bitmask16or32(s *sums, compressed, bitmask, src []byte, dt DType, rows, col
 			from = stop + 1
 		}
 	}
-	rowBytes, maskBytes := cols*dt.Size(), (cols+7)/8
-	full, blockMask := rowBytes/blockBytes, blockBytes/dt.Size()/8 // mask bytes of a block
+	rowBytes, maskBytes := cols*dt.size(), (cols+7)/8
+	full, blockMask := rowBytes/blockBytes, blockBytes/dt.size()/8 // mask bytes of a block
 	for r := range rows {
 		srow := src[r*rowBytes : (r+1)*rowBytes]
 		crow := compressed[r*rowBytes/2 : (r+1)*rowBytes/2]
@@ -305,7 +319,7 @@ func bitmask16or32(s *sums, compressed, bitmask, src []byte, dt DType, rows, col
 			if nan >= 0 {
 				return r*rowBytes + blockBytes*b + nan
 			}
-			if dt == F32 {
+			if dt == elemF32 {
 				binary.LittleEndian.PutUint32(mrow[blockMask*b:], uint32(w))
 			} else {
 				binary.LittleEndian.PutUint64(mrow[blockMask*b:], w)
@@ -320,7 +334,7 @@ func bitmask16or32(s *sums, compressed, bitmask, src []byte, dt DType, rows, col
 				return r*rowBytes + full*blockBytes + nan
 			}
 			copy(crow[full*blockBytes/2:], out[:rest/2])
-			groups := rest / dt.Size() / 4
+			groups := rest / dt.size() / 4
 			w &= 1<<(4*groups) - 1 // the padding groups' nibbles, and a padding nibble of the row
 			var wb [8]byte
 			binary.LittleEndian.PutUint64(wb[:], w)

@@ -9,10 +9,12 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // twoStepAmpere is what PruneAmpere must equal: Prune, then PackAmpere.
-func twoStepAmpere(src []byte, dt DType, rows, cols, rowBase int, rule Rule) (packed, meta []byte, st Stats, err error) {
+func twoStepAmpere(src []byte, dt checkpoint.DType, rows, cols, rowBase int, rule Rule) (packed, meta []byte, st Stats, err error) {
 	pruned := make([]byte, len(src))
 	st, err = Prune(pruned, src, dt, cols, rowBase, rule)
 	if err != nil {
@@ -28,7 +30,7 @@ func twoStepAmpere(src []byte, dt DType, rows, cols, rowBase int, rule Rule) (pa
 
 // twoStepBitmask is what PruneBitmask must equal: Prune, then
 // PackBitmask.
-func twoStepBitmask(src []byte, dt DType, rows, cols, rowBase int) (comp, mask []byte, st Stats, err error) {
+func twoStepBitmask(src []byte, dt checkpoint.DType, rows, cols, rowBase int) (comp, mask []byte, st Stats, err error) {
 	pruned := make([]byte, len(src))
 	st, err = Prune(pruned, src, dt, cols, rowBase, Rule24)
 	if err != nil {
@@ -50,12 +52,12 @@ func garbage(n int) []byte {
 
 // spoil plants, by the choice c, NaNs, large values or infinities in the
 // matrix b of dt.
-func spoil(rng *rand.Rand, b []byte, dt DType, c int) {
+func spoil(rng *rand.Rand, b []byte, dt checkpoint.DType, c int) {
 	n := len(b) / dt.Size()
-	big := map[DType][]uint32{
-		F16:  {0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7A00},
-		BF16: {0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7C00, 0x7BFF},
-		F32:  {0x7F7F_FFFF, 0xFF7F_FFFF, 0x7F80_0000, 0xFF80_0000, 0x7C00_0000, 0x7BFF_FFFF},
+	big := map[checkpoint.DType][]uint32{
+		checkpoint.F16:  {0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7A00},
+		checkpoint.BF16: {0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7C00, 0x7BFF},
+		checkpoint.F32:  {0x7F7F_FFFF, 0xFF7F_FFFF, 0x7F80_0000, 0xFF80_0000, 0x7C00_0000, 0x7BFF_FFFF},
 	}[dt]
 	switch c {
 	case 1: // NaNs
@@ -101,7 +103,7 @@ func TestPruneAmpereProperty(t *testing.T) {
 			t.Fatalf("%s: packed differs from Prune+PackAmpere at element %d", name, firstDiff(packed, wantP, dt))
 		}
 		if !bytes.Equal(meta, wantM) {
-			t.Fatalf("%s: meta differs from Prune+PackAmpere at byte %d", name, 2*firstDiff(meta, wantM, F16))
+			t.Fatalf("%s: meta differs from Prune+PackAmpere at byte %d", name, 2*firstDiff(meta, wantM, checkpoint.F16))
 		}
 		_, refSt, _ := refPrune(src, dt, cols, rowBase, rule)
 		if !close(st.Kept, refSt.Kept) || !close(st.Total, refSt.Total) || !close(st.Kept, wantSt.Kept) || !close(st.Total, wantSt.Total) {
@@ -190,10 +192,10 @@ func TestFusedNaN(t *testing.T) {
 func TestPruneAmpereRule24F32(t *testing.T) {
 	const rows, cols = 64, 32
 	src := make([]byte, rows*cols*4)
-	putBits(src, 40*cols+8, F32, math.Float32bits(1))
-	putBits(src, 40*cols+9, F32, math.Float32bits(-2))
-	pb, mb := AmpereSizes(F32, rows, cols)
-	_, err := PruneAmpere(make([]byte, pb), make([]byte, mb), src, F32, rows, cols, 7, Rule24)
+	putBits(src, 40*cols+8, checkpoint.F32, math.Float32bits(1))
+	putBits(src, 40*cols+9, checkpoint.F32, math.Float32bits(-2))
+	pb, mb := AmpereSizes(checkpoint.F32, rows, cols)
+	_, err := PruneAmpere(make([]byte, pb), make([]byte, mb), src, checkpoint.F32, rows, cols, 7, Rule24)
 	var se *StructureError
 	if !errors.As(err, &se) || !errors.Is(err, ErrNot24) {
 		t.Fatalf("PruneAmpere = %v, want a StructureError", err)
@@ -202,48 +204,48 @@ func TestPruneAmpereRule24F32(t *testing.T) {
 		t.Fatalf("%+v, want %+v", *se, want)
 	}
 	// A NaN in a later row comes first, as with Prune of the whole matrix.
-	putBits(src, 50*cols+3, F32, 0x7FC0_0000)
-	_, err = PruneAmpere(make([]byte, pb), make([]byte, mb), src, F32, rows, cols, 7, Rule24)
+	putBits(src, 50*cols+3, checkpoint.F32, 0x7FC0_0000)
+	_, err = PruneAmpere(make([]byte, pb), make([]byte, mb), src, checkpoint.F32, rows, cols, 7, Rule24)
 	if want := (&NaNError{Row: 57, Col: 3}); !reflect.DeepEqual(err, error(want)) {
 		t.Fatalf("PruneAmpere = %v, want %v", err, want)
 	}
 }
 
 func TestFusedErrors(t *testing.T) {
-	pb, mb := AmpereSizes(BF16, 32, 64)
+	pb, mb := AmpereSizes(checkpoint.BF16, 32, 64)
 	dn := 32 * 64 * 2
-	cb, bb := BitmaskSizes(BF16, 2, 12)
+	cb, bb := BitmaskSizes(checkpoint.BF16, 2, 12)
 	tests := []struct {
 		name       string
 		a, b, src  int
-		dt         DType
+		dt         checkpoint.DType
 		rows, cols int
 		rule       Rule
 		want       error
 	}{
-		{"ampere ok", pb, mb, dn, BF16, 32, 64, Rule24, nil},
-		{"ampere bad dtype", pb, mb, dn, DType(9), 32, 64, Rule24, ErrDType},
-		{"ampere bad rule", pb, mb, dn, BF16, 32, 64, Rule(5), ErrInvalidRule},
-		{"ampere rows", pb, mb, dn, BF16, 16, 128, Rule24, ErrShape},
-		{"ampere cols", pb, mb, dn, BF16, 64, 32, Rule24, ErrShape},
-		{"ampere src short", pb, mb, dn - 2, BF16, 32, 64, Rule24, ErrShape},
-		{"ampere src long", pb, mb, dn + 128, BF16, 32, 64, Rule24, ErrShape},
-		{"ampere packed", pb - 2, mb, dn, BF16, 32, 64, Rule24, ErrShape},
-		{"ampere meta", pb, mb + 2, dn, BF16, 32, 64, Rule24, ErrShape},
-		{"ampere negative", 0, 0, 0, BF16, -32, 64, Rule24, ErrShape},
-		{"ampere huge", 0, 0, 0, F32, 1 << 62, 1 << 62, Rule12, ErrShape},
-		{"bitmask ok", cb, bb, 2 * 12 * 2, BF16, 2, 12, Rule24, nil},
-		{"bitmask empty", 0, 0, 0, F16, 0, 8, Rule24, nil},
-		{"bitmask no columns", 0, 0, 0, F32, 3, 0, Rule24, nil},
-		{"bitmask Rule12", cb, bb, 2 * 12 * 2, BF16, 2, 12, Rule12, ErrInvalidRule},
-		{"bitmask bad rule", cb, bb, 2 * 12 * 2, BF16, 2, 12, Rule(-1), ErrInvalidRule},
-		{"bitmask bad dtype", cb, bb, 2 * 12 * 2, DType(0), 2, 12, Rule24, ErrDType},
-		{"bitmask cols", cb, bb, 2 * 12 * 2, BF16, 4, 6, Rule24, ErrShape},
-		{"bitmask src", cb, bb, 2*12*2 + 2, BF16, 2, 12, Rule24, ErrShape},
-		{"bitmask compressed", cb + 2, bb, 2 * 12 * 2, BF16, 2, 12, Rule24, ErrShape},
-		{"bitmask mask", cb, bb - 1, 2 * 12 * 2, BF16, 2, 12, Rule24, ErrShape},
-		{"bitmask negative", 0, 0, 0, BF16, -2, 12, Rule24, ErrShape},
-		{"bitmask huge", 0, 0, 0, F32, 1 << 40, 1 << 40, Rule24, ErrShape},
+		{"ampere ok", pb, mb, dn, checkpoint.BF16, 32, 64, Rule24, nil},
+		{"ampere bad dtype", pb, mb, dn, checkpoint.DType("I8"), 32, 64, Rule24, ErrDType},
+		{"ampere bad rule", pb, mb, dn, checkpoint.BF16, 32, 64, Rule(5), ErrInvalidRule},
+		{"ampere rows", pb, mb, dn, checkpoint.BF16, 16, 128, Rule24, ErrShape},
+		{"ampere cols", pb, mb, dn, checkpoint.BF16, 64, 32, Rule24, ErrShape},
+		{"ampere src short", pb, mb, dn - 2, checkpoint.BF16, 32, 64, Rule24, ErrShape},
+		{"ampere src long", pb, mb, dn + 128, checkpoint.BF16, 32, 64, Rule24, ErrShape},
+		{"ampere packed", pb - 2, mb, dn, checkpoint.BF16, 32, 64, Rule24, ErrShape},
+		{"ampere meta", pb, mb + 2, dn, checkpoint.BF16, 32, 64, Rule24, ErrShape},
+		{"ampere negative", 0, 0, 0, checkpoint.BF16, -32, 64, Rule24, ErrShape},
+		{"ampere huge", 0, 0, 0, checkpoint.F32, 1 << 62, 1 << 62, Rule12, ErrShape},
+		{"bitmask ok", cb, bb, 2 * 12 * 2, checkpoint.BF16, 2, 12, Rule24, nil},
+		{"bitmask empty", 0, 0, 0, checkpoint.F16, 0, 8, Rule24, nil},
+		{"bitmask no columns", 0, 0, 0, checkpoint.F32, 3, 0, Rule24, nil},
+		{"bitmask Rule12", cb, bb, 2 * 12 * 2, checkpoint.BF16, 2, 12, Rule12, ErrInvalidRule},
+		{"bitmask bad rule", cb, bb, 2 * 12 * 2, checkpoint.BF16, 2, 12, Rule(-1), ErrInvalidRule},
+		{"bitmask bad dtype", cb, bb, 2 * 12 * 2, checkpoint.DType("I8"), 2, 12, Rule24, ErrDType},
+		{"bitmask cols", cb, bb, 2 * 12 * 2, checkpoint.BF16, 4, 6, Rule24, ErrShape},
+		{"bitmask src", cb, bb, 2*12*2 + 2, checkpoint.BF16, 2, 12, Rule24, ErrShape},
+		{"bitmask compressed", cb + 2, bb, 2 * 12 * 2, checkpoint.BF16, 2, 12, Rule24, ErrShape},
+		{"bitmask mask", cb, bb - 1, 2 * 12 * 2, checkpoint.BF16, 2, 12, Rule24, ErrShape},
+		{"bitmask negative", 0, 0, 0, checkpoint.BF16, -2, 12, Rule24, ErrShape},
+		{"bitmask huge", 0, 0, 0, checkpoint.F32, 1 << 40, 1 << 40, Rule24, ErrShape},
 	}
 	for _, tt := range tests {
 		a, b, src := make([]byte, tt.a), make([]byte, tt.b), make([]byte, tt.src)
@@ -261,7 +263,7 @@ func TestFusedErrors(t *testing.T) {
 
 // exactSum returns Σ|x| over the elements of b (finite), correctly
 // rounded.
-func exactSum(b []byte, dt DType) float64 {
+func exactSum(b []byte, dt checkpoint.DType) float64 {
 	s := new(big.Float).SetPrec(1024)
 	for i := 0; i < len(b)/dt.Size(); i++ {
 		s.Add(s, big.NewFloat(math.Abs(slowValue(getBits(b, i, dt), dt))))
@@ -278,15 +280,15 @@ func exactSum(b []byte, dt DType) float64 {
 // checks that magnitudes near the float32 range do not overflow.
 func TestStatsAccuracy(t *testing.T) {
 	// one, and x whose pairs are a little over half an ulp of one.
-	adversarial := map[DType][2]float64{
-		F16:  {0x1p14, 0x1p-11 * (1 + 0x1p-10)},
-		BF16: {1, 0x1p-25 * (1 + 0x1p-7)},
-		F32:  {1, 0x1p-25 * (1 + 0x1p-23)},
+	adversarial := map[checkpoint.DType][2]float64{
+		checkpoint.F16:  {0x1p14, 0x1p-11 * (1 + 0x1p-10)},
+		checkpoint.BF16: {1, 0x1p-25 * (1 + 0x1p-7)},
+		checkpoint.F32:  {1, 0x1p-25 * (1 + 0x1p-23)},
 	}
-	huge := map[DType][]uint32{
-		F16:  {0x7BFF},                                // the largest finite
-		BF16: {0x7F7F, 0x7DFF, 0x7BFF},                // the largest finite, one whose float32 sums would overflow, the largest the float32 sums take
-		F32:  {0x7F7F_FFFF, 0x7DFF_FFFF, 0x7BFF_FFFF}, // the same
+	huge := map[checkpoint.DType][]uint32{
+		checkpoint.F16:  {0x7BFF},                                // the largest finite
+		checkpoint.BF16: {0x7F7F, 0x7DFF, 0x7BFF},                // the largest finite, one whose float32 sums would overflow, the largest the float32 sums take
+		checkpoint.F32:  {0x7F7F_FFFF, 0x7DFF_FFFF, 0x7BFF_FFFF}, // the same
 	}
 	const rows, cols = 64, 128
 	for _, dt := range allDTypes {
@@ -344,11 +346,11 @@ func TestStatsAccuracy(t *testing.T) {
 }
 
 // f64Bits returns the bits in dt of v, which must be exact in dt.
-func f64Bits(v float64, dt DType) uint32 {
+func f64Bits(v float64, dt checkpoint.DType) uint32 {
 	switch dt {
-	case F16:
+	case checkpoint.F16:
 		return f16FromFloat64(v)
-	case BF16:
+	case checkpoint.BF16:
 		return math.Float32bits(float32(v)) >> 16
 	}
 	return math.Float32bits(float32(v))

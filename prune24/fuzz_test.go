@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // fit returns b repeated or cut to n bytes (zeros if b is empty).
@@ -20,9 +22,9 @@ func fit(b []byte, n int) []byte {
 }
 
 // allNonzero reports whether every element of b has a nonzero magnitude.
-func allNonzero(b []byte, dt DType) bool {
+func allNonzero(b []byte, dt checkpoint.DType) bool {
 	for i := 0; i < len(b)/dt.Size(); i++ {
-		if getBits(b, i, dt)&magMask(dt) == 0 {
+		if getBits(b, i, dt)&magOf(dt) == 0 {
 			return false
 		}
 	}
@@ -75,7 +77,7 @@ func FuzzPrune(f *testing.F) {
 // sameUpToNegZero reports whether got equals want except where want has
 // -0.0 and got +0.0: a -0.0 counts as zero when packing, so a repack may
 // leave it out of the selection.
-func sameUpToNegZero(got, want []byte, dt DType) bool {
+func sameUpToNegZero(got, want []byte, dt checkpoint.DType) bool {
 	for i := 0; i < len(want)/dt.Size(); i++ {
 		g, w := getBits(got, i, dt), getBits(want, i, dt)
 		if g != w && (w != negZeroBits(dt) || g != 0) {
@@ -107,7 +109,7 @@ func FuzzUnpackAmpere(f *testing.F) {
 	f.Fuzz(func(t *testing.T, packed, meta []byte, sel byte) {
 		dt := allDTypes[sel%3]
 		q := 64
-		if dt == F32 {
+		if dt == checkpoint.F32 {
 			q = 32
 		}
 		rows, cols := 32*(1+int(sel/3)%2), q*(1+int(sel/6)%2)
@@ -117,7 +119,7 @@ func FuzzUnpackAmpere(f *testing.F) {
 			packed, meta = fit(packed, pb), fit(meta, mb)
 			if mode > 1 {
 				valid := []byte{0x4, 0x8, 0x9, 0xC, 0xD, 0xE}
-				if dt == F32 {
+				if dt == checkpoint.F32 {
 					valid = []byte{0x4, 0xE}
 				}
 				sanitizeNibbles(meta, valid)
@@ -218,10 +220,10 @@ func FuzzUnpackBitmask(f *testing.F) {
 }
 
 // fuzzAmpereShape returns the dtype, rule and Ampere shape that sel picks.
-func fuzzAmpereShape(sel byte) (dt DType, rule Rule, rows, cols int) {
+func fuzzAmpereShape(sel byte) (dt checkpoint.DType, rule Rule, rows, cols int) {
 	dt, rule = allDTypes[sel%3], Rule(sel/3%2)
 	q := 64
-	if dt == F32 {
+	if dt == checkpoint.F32 {
 		q = 32
 	}
 	return dt, rule, 32 * (1 + int(sel/6)%2), q * (1 + int(sel/12)%2)

@@ -3,19 +3,21 @@ package prune24
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // getBits returns the bits of element i of b.
-func getBits(b []byte, i int, dt DType) uint32 {
-	if dt == F32 {
+func getBits(b []byte, i int, dt checkpoint.DType) uint32 {
+	if dt == checkpoint.F32 {
 		return binary.LittleEndian.Uint32(b[4*i:])
 	}
 	return uint32(binary.LittleEndian.Uint16(b[2*i:]))
 }
 
 // putBits sets element i of b to bits.
-func putBits(b []byte, i int, dt DType, bits uint32) {
-	if dt == F32 {
+func putBits(b []byte, i int, dt checkpoint.DType, bits uint32) {
+	if dt == checkpoint.F32 {
 		binary.LittleEndian.PutUint32(b[4*i:], bits)
 		return
 	}
@@ -24,12 +26,12 @@ func putBits(b []byte, i int, dt DType, bits uint32) {
 
 // fromFloat32 returns the bits of f in dt, rounding to nearest even (NaN
 // and overflow are not needed by the tests that call it).
-func fromFloat32(f float32, dt DType) uint32 {
+func fromFloat32(f float32, dt checkpoint.DType) uint32 {
 	u := math.Float32bits(f)
 	switch dt {
-	case BF16:
+	case checkpoint.BF16:
 		return (u + 0x7FFF + (u>>16)&1) >> 16
-	case F16:
+	case checkpoint.F16:
 		return f16FromFloat64(float64(f))
 	}
 	return u
@@ -60,4 +62,11 @@ func f16FromFloat64(x float64) uint32 {
 		return sign | uint32(q)
 	}
 	return sign | uint32(e+15)<<10 | uint32(q-1024)
+}
+
+// magOf returns the magnitude bits of one element of dt, one of the
+// package's types.
+func magOf(dt checkpoint.DType) uint32 {
+	e, _ := elemOf(dt)
+	return magMask(e)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // nibbleTable is the full table of docs/formats.md §1.2: the nonzero mask
@@ -71,14 +73,14 @@ func TestNibbleTablePacked(t *testing.T) {
 		vals := []uint32{0x3C00, 0xC000, 0x4200, 0x4400} // 1, -2, 3, 4
 		for i := range 4 {
 			if tt.mask[i] == '1' {
-				putBits(d, i, F16, vals[i])
+				putBits(d, i, checkpoint.F16, vals[i])
 			} else if i%2 == 1 {
-				putBits(d, i, F16, 0x8000)
+				putBits(d, i, checkpoint.F16, 0x8000)
 			}
 		}
-		pb, mb := AmpereSizes(F16, rows, cols)
+		pb, mb := AmpereSizes(checkpoint.F16, rows, cols)
 		packed, meta := make([]byte, pb), make([]byte, mb)
-		err := PackAmpere(packed, meta, d, F16, rows, cols)
+		err := PackAmpere(packed, meta, d, checkpoint.F16, rows, cols)
 		if n := countOnes(tt.mask); n > 2 {
 			var se *StructureError
 			if !errors.As(err, &se) || se.Row != 0 || se.Col != 0 || se.Nonzero != n || !errors.Is(err, ErrNot24) {
@@ -92,7 +94,7 @@ func TestNibbleTablePacked(t *testing.T) {
 		if got := meta[0] & 0xF; got != tt.nib {
 			t.Errorf("mask %s: nibble %#x, want %#x", tt.mask, got, tt.nib)
 		}
-		if p0, p1 := getBits(packed, 0, F16), getBits(packed, 1, F16); p0 != getBits(d, tt.i0, F16) || p1 != getBits(d, tt.i1, F16) {
+		if p0, p1 := getBits(packed, 0, checkpoint.F16), getBits(packed, 1, checkpoint.F16); p0 != getBits(d, tt.i0, checkpoint.F16) || p1 != getBits(d, tt.i1, checkpoint.F16) {
 			t.Errorf("mask %s: packed (%#x, %#x), want elements %d and %d", tt.mask, p0, p1, tt.i0, tt.i1)
 		}
 	}

@@ -3,6 +3,8 @@ package prune24
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // Prune writes to dst the matrix src pruned by rule, and returns the
@@ -23,10 +25,16 @@ import (
 //
 // dst may be src itself, to prune in place; otherwise the two must not
 // overlap.
-func Prune(dst, src []byte, dt DType, cols int, rowBase int, rule Rule) (Stats, error) {
-	if err := checkDType(dt); err != nil {
+func Prune(dst, src []byte, dt checkpoint.DType, cols int, rowBase int, rule Rule) (Stats, error) {
+	e, err := elemOf(dt)
+	if err != nil {
 		return Stats{}, err
 	}
+	return prune(dst, src, e, cols, rowBase, rule)
+}
+
+// prune is Prune for an elem.
+func prune(dst, src []byte, dt elem, cols int, rowBase int, rule Rule) (Stats, error) {
 	if err := checkRule(rule); err != nil {
 		return Stats{}, err
 	}
@@ -40,7 +48,7 @@ func Prune(dst, src []byte, dt DType, cols int, rowBase int, rule Rule) (Stats, 
 		sums sums
 		nan  int
 	)
-	if dt == F32 {
+	if dt == elemF32 {
 		nan = prune32(&sums, dst, src, rule)
 	} else {
 		nan = prune16(&sums, dst, src, dt, rule)
@@ -53,8 +61,8 @@ func Prune(dst, src []byte, dt DType, cols int, rowBase int, rule Rule) (Stats, 
 
 // nanError returns the NaNError of the element at byte offset off of a
 // matrix of cols-column rows of dt whose first row is rowBase.
-func nanError(off int, dt DType, cols, rowBase int) error {
-	e := off / dt.Size()
+func nanError(off int, dt elem, cols, rowBase int) error {
+	e := off / dt.size()
 	return &NaNError{Row: rowBase + e/cols, Col: e % cols}
 }
 
@@ -79,9 +87,9 @@ func (s *sums) add(kept, total float64) {
 }
 
 // stats returns the sums as Stats.
-func (s *sums) stats(dt DType) Stats {
+func (s *sums) stats(dt elem) Stats {
 	st := Stats{Kept: s.kept, Total: s.total}
-	if dt == F16 {
+	if dt == elemF16 {
 		st = Stats{Kept: s.kept * 0x1p112, Total: s.total * 0x1p112}
 	}
 	st.Add(s.wide)
@@ -107,9 +115,9 @@ const slowAdd16 = 0x0400_0400_0400_0400 // 0x8000 - 0x7C00 per lane
 // that the float32 block sums cannot take. It returns the byte offset in
 // the group of its first NaN, or -1 after adding the group's float64
 // sums to wide.
-func slow16(wide *Stats, m, mk uint64, dt DType) int {
+func slow16(wide *Stats, m, mk uint64, dt elem) int {
 	nanAdd := uint64(nanAddBF16)
-	if dt == F16 {
+	if dt == elemF16 {
 		nanAdd = nanAddF16
 	}
 	if s := (m + nanAdd) & sign16; s != 0 {
@@ -121,10 +129,10 @@ func slow16(wide *Stats, m, mk uint64, dt DType) int {
 
 // sum16 returns the float64 sum of 4 16-bit magnitudes m of dt, none a
 // NaN.
-func sum16(m uint64, dt DType) float64 {
+func sum16(m uint64, dt elem) float64 {
 	s := 0.0
 	for i := 0; i < 4; i++ {
-		s += Float64(m>>(16*i), dt)
+		s += dt.float64(m >> (16 * i))
 	}
 	return s
 }
@@ -165,11 +173,11 @@ func forBlocks(dst, src []byte, fn func(d, s *[blockBytes]byte) int) int {
 
 // prune16 prunes F16 or BF16 src into dst (as long as src, a multiple of
 // 8 bytes) and returns the byte offset of the first NaN, or -1.
-func prune16(s *sums, dst, src []byte, dt DType, rule Rule) int {
+func prune16(s *sums, dst, src []byte, dt elem, rule Rule) int {
 	if rule == Rule12 {
 		return prune16Rule12(s, dst, src, dt)
 	}
-	f16 := dt == F16
+	f16 := dt == elemF16
 	return forBlocks(dst, src, func(d, b *[blockBytes]byte) int {
 		for from := uint(0); ; {
 			kept, total, stop, m, mk := pruneBlock16(d, b, from, f16)
@@ -247,7 +255,7 @@ func keptNonzero16(v uint64) (m, nz uint64) {
 
 // prune16Rule12 is prune16 for Rule12, a rare choice for 16-bit data,
 // kept simple: every group through slow16, for float64 sums.
-func prune16Rule12(s *sums, dst, src []byte, dt DType) int {
+func prune16Rule12(s *sums, dst, src []byte, dt elem) int {
 	return forBlocks(dst, src, func(d, b *[blockBytes]byte) int {
 		for i := range blockBytes / 8 {
 			v := binary.LittleEndian.Uint64(b[8*i:])

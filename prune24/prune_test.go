@@ -7,13 +7,15 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // bf16s returns the BF16 bytes of the values, which must be exact.
 func bf16s(vals ...float32) []byte {
 	b := make([]byte, 2*len(vals))
 	for i, v := range vals {
-		putBits(b, i, BF16, math.Float32bits(v)>>16)
+		putBits(b, i, checkpoint.BF16, math.Float32bits(v)>>16)
 	}
 	return b
 }
@@ -40,7 +42,7 @@ func TestPruneKnown(t *testing.T) {
 		{"pair of zeros", Rule12, []float32{negZero, negZero, -1, inf}, []float32{0, 0, 0, inf}, math.Inf(1)},
 	}
 	for _, tt := range tests {
-		for _, dt := range []DType{BF16, F32} {
+		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F32} {
 			t.Run(fmt.Sprintf("%s/%v", tt.name, dt), func(t *testing.T) {
 				src, want := make([]byte, 4*dt.Size()), make([]byte, 4*dt.Size())
 				for i := range 4 {
@@ -68,15 +70,15 @@ func TestPruneKnown(t *testing.T) {
 
 // bitsOf returns the bits of f in dt; for BF16 f must be exact or the
 // top half is taken (the tests use exact values and infinities).
-func bitsOf(f float32, dt DType) uint32 {
-	if dt == BF16 {
+func bitsOf(f float32, dt checkpoint.DType) uint32 {
+	if dt == checkpoint.BF16 {
 		return math.Float32bits(f) >> 16
 	}
 	return math.Float32bits(f)
 }
 
 // decodedSum returns Σ|x| over the elements of b.
-func decodedSum(b []byte, dt DType) float64 {
+func decodedSum(b []byte, dt checkpoint.DType) float64 {
 	s := 0.0
 	for i := 0; i < len(b)/dt.Size(); i++ {
 		s += math.Abs(slowValue(getBits(b, i, dt), dt))
@@ -102,7 +104,7 @@ func randShape(rng *rand.Rand) (rows, cols int) {
 	return 1 + rng.IntN(9), 4 * (1 + rng.IntN(12))
 }
 
-var allDTypes = []DType{F16, BF16, F32}
+var allDTypes = []checkpoint.DType{checkpoint.F16, checkpoint.BF16, checkpoint.F32}
 
 func TestPruneProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(24, 1))
@@ -138,7 +140,7 @@ func TestPruneProperty(t *testing.T) {
 }
 
 // firstDiff returns the index of the first element where a and b differ.
-func firstDiff(a, b []byte, dt DType) int {
+func firstDiff(a, b []byte, dt checkpoint.DType) int {
 	for i := 0; i < len(a)/dt.Size(); i++ {
 		if getBits(a, i, dt) != getBits(b, i, dt) {
 			return i
@@ -148,11 +150,11 @@ func firstDiff(a, b []byte, dt DType) int {
 }
 
 // nanBits returns a NaN of dt with a random payload and sign.
-func nanBits(rng *rand.Rand, dt DType) uint32 {
+func nanBits(rng *rand.Rand, dt checkpoint.DType) uint32 {
 	switch dt {
-	case F16:
+	case checkpoint.F16:
 		return 0x7C00 | (1 + rng.Uint32N(0x3FF)) | rng.Uint32N(2)<<15
-	case BF16:
+	case checkpoint.BF16:
 		return 0x7F80 | (1 + rng.Uint32N(0x7F)) | rng.Uint32N(2)<<15
 	}
 	return 0x7F80_0000 | (1 + rng.Uint32N(0x7F_FFFF)) | rng.Uint32N(2)<<31
@@ -191,23 +193,23 @@ func TestPruneErrors(t *testing.T) {
 	tests := []struct {
 		name     string
 		dst, src []byte
-		dt       DType
+		dt       checkpoint.DType
 		cols     int
 		rule     Rule
 		want     error
 	}{
-		{"bad dtype", b8, b8, DType(0), 4, Rule24, ErrDType},
-		{"bad rule", b8, b8, BF16, 4, Rule(2), ErrInvalidRule},
-		{"cols not multiple of 4", b8, b8, BF16, 2, Rule24, ErrShape},
-		{"negative cols", b8, b8, BF16, -4, Rule24, ErrShape},
-		{"partial row", make([]byte, 6), make([]byte, 6), F16, 4, Rule24, ErrShape},
-		{"partial row f32", b8, b8, F32, 4, Rule24, ErrShape},
-		{"dst too short", make([]byte, 4), b8, BF16, 4, Rule24, ErrShape},
-		{"dst too long", make([]byte, 16), b8, BF16, 4, Rule24, ErrShape},
-		{"zero cols with data", b8, b8, BF16, 0, Rule24, ErrShape},
-		{"huge cols", b8, b8, F32, math.MaxInt &^ 3, Rule24, ErrShape},
-		{"zero cols empty", nil, nil, BF16, 0, Rule24, nil},
-		{"no rows", nil, nil, F32, 8, Rule24, nil},
+		{"bad dtype", b8, b8, checkpoint.DType("I8"), 4, Rule24, ErrDType},
+		{"bad rule", b8, b8, checkpoint.BF16, 4, Rule(2), ErrInvalidRule},
+		{"cols not multiple of 4", b8, b8, checkpoint.BF16, 2, Rule24, ErrShape},
+		{"negative cols", b8, b8, checkpoint.BF16, -4, Rule24, ErrShape},
+		{"partial row", make([]byte, 6), make([]byte, 6), checkpoint.F16, 4, Rule24, ErrShape},
+		{"partial row f32", b8, b8, checkpoint.F32, 4, Rule24, ErrShape},
+		{"dst too short", make([]byte, 4), b8, checkpoint.BF16, 4, Rule24, ErrShape},
+		{"dst too long", make([]byte, 16), b8, checkpoint.BF16, 4, Rule24, ErrShape},
+		{"zero cols with data", b8, b8, checkpoint.BF16, 0, Rule24, ErrShape},
+		{"huge cols", b8, b8, checkpoint.F32, math.MaxInt &^ 3, Rule24, ErrShape},
+		{"zero cols empty", nil, nil, checkpoint.BF16, 0, Rule24, nil},
+		{"no rows", nil, nil, checkpoint.F32, 8, Rule24, nil},
 	}
 	for _, tt := range tests {
 		_, err := Prune(tt.dst, tt.src, tt.dt, tt.cols, 0, tt.rule)

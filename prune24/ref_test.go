@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // slowF16 decodes binary16 bits by the definition of the format.
@@ -30,11 +32,11 @@ func slowF16(h uint32) float64 {
 }
 
 // slowValue decodes the bits of an element of dt.
-func slowValue(bits uint32, dt DType) float64 {
+func slowValue(bits uint32, dt checkpoint.DType) float64 {
 	switch dt {
-	case F16:
+	case checkpoint.F16:
 		return slowF16(bits)
-	case BF16:
+	case checkpoint.BF16:
 		return float64(math.Float32frombits(bits << 16))
 	}
 	return float64(math.Float32frombits(bits))
@@ -61,7 +63,7 @@ func refSelect(vals []float64) []int {
 }
 
 // refPrune is Prune the slow way.
-func refPrune(src []byte, dt DType, cols, rowBase int, rule Rule) ([]byte, Stats, error) {
+func refPrune(src []byte, dt checkpoint.DType, cols, rowBase int, rule Rule) ([]byte, Stats, error) {
 	n := len(src) / dt.Size()
 	for i := 0; i < n; i++ {
 		if math.IsNaN(slowValue(getBits(src, i, dt), dt)) {
@@ -88,7 +90,7 @@ func refPrune(src []byte, dt DType, cols, rowBase int, rule Rule) ([]byte, Stats
 }
 
 // refNonzero reports whether an element is nonzero by IEEE compare.
-func refNonzero(b []byte, i int, dt DType) bool {
+func refNonzero(b []byte, i int, dt checkpoint.DType) bool {
 	return slowValue(getBits(b, i, dt), dt) != 0
 }
 
@@ -110,11 +112,11 @@ func refNibble(m0, m1, m2, m3 bool) (i0, i1 int) {
 
 // refLogicalMeta computes the packed values and logical meta words
 // M[r][c] of docs/formats.md §1.2–§1.4.
-func refLogicalMeta(d []byte, dt DType, rows, cols int) (packed []byte, M [][]uint16, err error) {
+func refLogicalMeta(d []byte, dt checkpoint.DType, rows, cols int) (packed []byte, M [][]uint16, err error) {
 	packed = make([]byte, rows*cols/2*dt.Size())
 	M = make([][]uint16, rows)
 	per := 4 // elements per group
-	if dt == F32 {
+	if dt == checkpoint.F32 {
 		per = 2
 	}
 	for r := 0; r < rows; r++ {
@@ -128,7 +130,7 @@ func refLogicalMeta(d []byte, dt DType, rows, cols int) (packed []byte, M [][]ui
 					n++
 				}
 			}
-			if dt == F32 {
+			if dt == checkpoint.F32 {
 				a, b := refNonzero(d, e, dt), refNonzero(d, e+1, dt)
 				m = [4]bool{a, a, b, b}
 				if n > 1 {
@@ -144,7 +146,7 @@ func refLogicalMeta(d []byte, dt DType, rows, cols int) (packed []byte, M [][]ui
 			}
 			i0, i1 := refNibble(m[0], m[1], m[2], m[3])
 			M[r][g/4] |= uint16(i0|i1<<2) << (4 * (g % 4))
-			if dt == F32 {
+			if dt == checkpoint.F32 {
 				putBits(packed, r*cols/2+g, dt, getBits(d, e+i0/2, dt))
 			} else {
 				putBits(packed, r*cols/2+2*g, dt, getBits(d, e+i0, dt))
@@ -173,7 +175,7 @@ func refMetaOffset(r, c, m int) int {
 
 // refPackAmpere is PackAmpere the slow way: logical words, then the
 // literal scatter loop of §1.5.
-func refPackAmpere(d []byte, dt DType, rows, cols int) (packed, meta []byte, err error) {
+func refPackAmpere(d []byte, dt checkpoint.DType, rows, cols int) (packed, meta []byte, err error) {
 	packed, M, err := refLogicalMeta(d, dt, rows, cols)
 	if err != nil {
 		return nil, nil, err
@@ -194,9 +196,9 @@ func refPackAmpere(d []byte, dt DType, rows, cols int) (packed, meta []byte, err
 
 // refUnpackAmpere is UnpackAmpere the slow way: gather with the §1.5
 // offsets, then scatter the packed values by the nibbles.
-func refUnpackAmpere(packed, meta []byte, dt DType, rows, cols int) ([]byte, error) {
+func refUnpackAmpere(packed, meta []byte, dt checkpoint.DType, rows, cols int) ([]byte, error) {
 	per := 4
-	if dt == F32 {
+	if dt == checkpoint.F32 {
 		per = 2
 	}
 	mc := cols / per / 4
@@ -209,7 +211,7 @@ func refUnpackAmpere(packed, meta []byte, dt DType, rows, cols int) ([]byte, err
 				g := 4*c + t
 				nib := w >> (4 * t) & 0xF
 				i0, i1 := nib&3, nib>>2
-				if dt == F32 {
+				if dt == checkpoint.F32 {
 					if nib != 0x4 && nib != 0xE {
 						return nil, &MetaError{Row: r, Group: g, Nibble: byte(nib), Rule: Rule12}
 					}
@@ -231,7 +233,7 @@ func refUnpackAmpere(packed, meta []byte, dt DType, rows, cols int) ([]byte, err
 
 // refPackBitmask is PackBitmask the slow way: a bool mask by the prune
 // rule's selection, numpy.packbits(bitorder="little"), a boolean gather.
-func refPackBitmask(d []byte, dt DType, rows, cols int) (compressed, bitmask []byte, err error) {
+func refPackBitmask(d []byte, dt checkpoint.DType, rows, cols int) (compressed, bitmask []byte, err error) {
 	mask := make([]bool, rows*cols)
 	for e := 0; e < rows*cols; e += 4 {
 		vals := make([]float64, 4)
@@ -270,7 +272,7 @@ func refPackBitmask(d []byte, dt DType, rows, cols int) (compressed, bitmask []b
 }
 
 // refUnpackBitmask is UnpackBitmask the slow way: dense[mask] = compressed.
-func refUnpackBitmask(compressed, bitmask []byte, dt DType, rows, cols int) ([]byte, error) {
+func refUnpackBitmask(compressed, bitmask []byte, dt checkpoint.DType, rows, cols int) ([]byte, error) {
 	nb := (cols + 7) / 8
 	dense := make([]byte, rows*cols*dt.Size())
 	k := 0
@@ -307,11 +309,11 @@ func refUnpackBitmask(compressed, bitmask []byte, dt DType, rows, cols int) ([]b
 
 // specials returns interesting bit patterns of dt: zeros, infinities,
 // subnormals, extremes and small integers that tie.
-func specials(dt DType) []uint32 {
+func specials(dt checkpoint.DType) []uint32 {
 	switch dt {
-	case F16:
+	case checkpoint.F16:
 		return []uint32{0x0000, 0x8000, 0x7C00, 0xFC00, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0xBC00, 0x4000}
-	case BF16:
+	case checkpoint.BF16:
 		return []uint32{0x0000, 0x8000, 0x7F80, 0xFF80, 0x0001, 0x8001, 0x007F, 0x0080, 0x7F7F, 0xFF7F, 0x3F80, 0xBF80, 0x4000}
 	}
 	return []uint32{0, 0x8000_0000, 0x7F80_0000, 0xFF80_0000, 1, 0x8000_0001, 0x007F_FFFF, 0x0080_0000,
@@ -319,10 +321,10 @@ func specials(dt DType) []uint32 {
 }
 
 // randFinite returns random non-NaN bits of dt.
-func randFinite(rng *rand.Rand, dt DType) uint32 {
+func randFinite(rng *rand.Rand, dt checkpoint.DType) uint32 {
 	for {
 		var b uint32
-		if dt == F32 {
+		if dt == checkpoint.F32 {
 			b = rng.Uint32()
 		} else {
 			b = rng.Uint32() & 0xFFFF
@@ -335,7 +337,7 @@ func randFinite(rng *rand.Rand, dt DType) uint32 {
 
 // randElem returns one element of a random group: mostly random finite
 // bits, often a special value or a small tying integer.
-func randElem(rng *rand.Rand, dt DType) uint32 {
+func randElem(rng *rand.Rand, dt checkpoint.DType) uint32 {
 	switch rng.IntN(4) {
 	case 0:
 		sp := specials(dt)
@@ -351,11 +353,11 @@ func randElem(rng *rand.Rand, dt DType) uint32 {
 }
 
 // randZero returns +0.0 or -0.0.
-func randZero(rng *rand.Rand, dt DType) uint32 {
+func randZero(rng *rand.Rand, dt checkpoint.DType) uint32 {
 	if rng.IntN(2) == 0 {
 		return 0
 	}
-	if dt == F32 {
+	if dt == checkpoint.F32 {
 		return 0x8000_0000
 	}
 	return 0x8000
@@ -363,7 +365,7 @@ func randZero(rng *rand.Rand, dt DType) uint32 {
 
 // randMatrix returns rows×cols random elements of dt, group by group: 0
 // to 4 nonzeros (the rest ±0), and groups of one repeated value.
-func randMatrix(rng *rand.Rand, dt DType, rows, cols int) []byte {
+func randMatrix(rng *rand.Rand, dt checkpoint.DType, rows, cols int) []byte {
 	b := make([]byte, rows*cols*dt.Size())
 	for e := 0; e < rows*cols; e += 4 {
 		switch k := rng.IntN(7); k {

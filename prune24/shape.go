@@ -5,17 +5,17 @@ import (
 	"math"
 )
 
-// matrixBytes returns rows·cols·dt.Size(), or an error wrapping ErrShape
+// matrixBytes returns rows·cols·dt.size(), or an error wrapping ErrShape
 // when a dimension is negative, cols is not a multiple of 4 or the size
 // overflows an int. dt must be valid.
-func matrixBytes(dt DType, rows, cols int) (int, error) {
+func matrixBytes(dt elem, rows, cols int) (int, error) {
 	if rows < 0 || cols < 0 {
 		return 0, fmt.Errorf("%w: %d×%d matrix", ErrShape, rows, cols)
 	}
 	if cols%4 != 0 {
 		return 0, fmt.Errorf("%w: %d columns is not a multiple of 4", ErrShape, cols)
 	}
-	return mulBytes(rows, cols, dt.Size())
+	return mulBytes(rows, cols, dt.size())
 }
 
 // mulBytes returns a·b·c for non-negative a, b, c, or an error wrapping
@@ -34,7 +34,7 @@ func mulBytes(a, b, c int) (int, error) {
 // wholeRows returns how many cols-column rows of dt n bytes hold, or an
 // error wrapping ErrShape when cols is negative or not a multiple of 4 or n
 // is not a whole number of rows. dt must be valid.
-func wholeRows(n int, dt DType, cols int) (int, error) {
+func wholeRows(n int, dt elem, cols int) (int, error) {
 	if cols < 0 || cols%4 != 0 {
 		return 0, fmt.Errorf("%w: %d columns is not a multiple of 4", ErrShape, cols)
 	}
@@ -44,10 +44,10 @@ func wholeRows(n int, dt DType, cols int) (int, error) {
 		}
 		return 0, nil
 	}
-	if cols > math.MaxInt/dt.Size() {
+	if cols > math.MaxInt/dt.size() {
 		return 0, fmt.Errorf("%w: %d columns overflows", ErrShape, cols)
 	}
-	rowBytes := cols * dt.Size()
+	rowBytes := cols * dt.size()
 	if n%rowBytes != 0 {
 		return 0, fmt.Errorf("%w: %d bytes is not a whole number of %d-column %v rows", ErrShape, n, cols, dt)
 	}

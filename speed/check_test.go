@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
@@ -72,14 +73,14 @@ func TestNewPrunedWeight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := prune24.Check(w.pruned, prune24.BF16, 128, prune24.Rule24); err != nil {
+	if err := prune24.Check(w.pruned, checkpoint.BF16, 128, prune24.Rule24); err != nil {
 		t.Errorf("pruned weight is not 2:4: %v", err)
 	}
-	if err := prune24.CheckRule(w.pruned, w.dense, prune24.BF16, 128, prune24.Rule24); err != nil {
+	if err := prune24.CheckRule(w.pruned, w.dense, checkpoint.BF16, 128, prune24.Rule24); err != nil {
 		t.Errorf("pruned weight does not follow the rule: %v", err)
 	}
 	dense := make([]byte, len(w.pruned))
-	if err := prune24.UnpackAmpere(dense, w.packed, w.meta, prune24.BF16, 96, 128); err != nil || string(dense) != string(w.pruned) {
+	if err := prune24.UnpackAmpere(dense, w.packed, w.meta, checkpoint.BF16, 96, 128); err != nil || string(dense) != string(w.pruned) {
 		t.Errorf("packed form does not decode to the pruned weight: %v", err)
 	}
 	odd, err := newPrunedWeight(kernels.F16, 48, 96, 3)

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
@@ -66,12 +67,12 @@ type prunedWeight struct {
 	dense, pruned, packed, meta []byte
 }
 
-// prune24DType maps a kernels type to prune24's.
-func prune24DType(dt kernels.DType) prune24.DType {
+// prune24DType maps a kernels type to the checkpoint.DType prune24 takes.
+func prune24DType(dt kernels.DType) checkpoint.DType {
 	if dt == kernels.F16 {
-		return prune24.F16
+		return checkpoint.F16
 	}
-	return prune24.BF16
+	return checkpoint.BF16
 }
 
 // newPrunedWeight draws a random n×k weight and prunes it to 2:4 along k

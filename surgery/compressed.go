@@ -23,7 +23,7 @@ type Compressed struct {
 	// Name is the dense weight's name, P.weight.
 	Name   string
 	Format Format
-	DType  prune24.DType
+	DType  checkpoint.DType
 	// Rows and Cols are the dense shape, from P.shape.
 	Rows, Cols int
 	File       *checkpoint.File
@@ -75,8 +75,8 @@ func newCompressed(f *checkpoint.File, format Format, base string, values checkp
 	}
 	sb := f.Data(shp)
 	rows, cols := int64(binary.LittleEndian.Uint64(sb)), int64(binary.LittleEndian.Uint64(sb[8:]))
-	dt, ok := prune24.DTypeOf(string(values.DType))
-	if !ok {
+	dt := values.DType
+	if prune24.CheckDType(dt) != nil {
 		return nil, fmt.Errorf("%s: %w: dtype %s is not BF16, F16 or F32", where, ErrCompressed, values.DType)
 	}
 	if rows <= 0 || cols <= 0 || rows > 1<<31 || cols > 1<<31 || cols%4 != 0 {

@@ -172,8 +172,8 @@ func (p *Plan) planShard(s *checkpoint.File) (checkpoint.Shard, error) {
 // an error.
 func (p *Plan) checkTarget(s *checkpoint.File, info checkpoint.TensorInfo, tp *TensorPlan) (*target, string, error) {
 	where := fmt.Sprintf("%s: tensor %q", s.Path(), info.Name)
-	dt, ok := prune24.DTypeOf(string(info.DType))
-	if !ok {
+	dt := info.DType
+	if prune24.CheckDType(dt) != nil {
 		reason := fmt.Sprintf("dtype %s is not BF16, F16 or F32", info.DType)
 		if p.Options.SkipUnsupported {
 			return nil, reason, nil
@@ -201,7 +201,7 @@ func (p *Plan) checkTarget(s *checkpoint.File, info checkpoint.TensorInfo, tp *T
 	case FormatAmpere:
 		guard = prune24.AmpereShapeError(dt, t.rows, t.cols)
 		t.align = 32
-		if dt == prune24.F32 {
+		if dt == checkpoint.F32 {
 			t.rule = prune24.Rule12
 		}
 	case FormatBitmask:

@@ -60,7 +60,7 @@ type target struct {
 	plan *TensorPlan
 	file *checkpoint.File
 	info checkpoint.TensorInfo
-	dt   prune24.DType
+	dt   checkpoint.DType
 	rows int
 	cols int
 	rule prune24.Rule

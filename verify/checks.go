@@ -173,8 +173,8 @@ func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rul
 		res.finish()
 		return res, nil
 	}
-	dt, ok := prune24.DTypeOf(string(info.DType))
-	if !ok || len(info.Shape) != 2 || info.Shape[1]%4 != 0 {
+	dt := info.DType
+	if prune24.CheckDType(dt) != nil || len(info.Shape) != 2 || info.Shape[1]%4 != 0 {
 		res.add(CheckStructure, fmt.Errorf("%s %v is not a prunable weight", info.DType, info.Shape))
 		res.finish()
 		return res, nil

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/prune24"
 	"github.com/sfsurgery/sfsurgery/surgery"
@@ -159,7 +160,10 @@ func (g *gpuNumeric) Compare(ctx context.Context, c *surgery.Compressed) (compar
 // then the float64 spot check of sampled rows on the CPU.
 func (g *gpuNumeric) compareM(c *surgery.Compressed, dt kernels.DType, packed, meta, w *kernels.Buffer, m int, seed uint64) (comparison, error) {
 	n, k := c.Rows, c.Cols
-	xh, xf := randomActivations(m, k, c.DType, seed)
+	xh, xf, err := randomActivations(m, k, c.DType, seed)
+	if err != nil {
+		return comparison{}, err
+	}
 	x, err := g.dev.Upload(xh)
 	if err != nil {
 		return comparison{}, err
@@ -222,7 +226,9 @@ func spotCheck(c *surgery.Compressed, ys []byte, x []float64, m int, seed uint64
 		if scratch, err = c.DecodeRows(dense, r0, a, scratch); err != nil {
 			return err
 		}
-		decodeRow(w, dense[(r-r0)*rowBytes:(r-r0+1)*rowBytes], c.DType)
+		if err := prune24.DecodeFloat64(w, dense[(r-r0)*rowBytes:(r-r0+1)*rowBytes], c.DType); err != nil {
+			return err
+		}
 		for t := range m {
 			var ref float64
 			for kk, wk := range w {
@@ -257,9 +263,9 @@ func kernelType(c *surgery.Compressed) (kernels.DType, bool) {
 		return 0, false
 	}
 	switch c.DType {
-	case prune24.BF16:
+	case checkpoint.BF16:
 		return kernels.BF16, true
-	case prune24.F16:
+	case checkpoint.F16:
 		return kernels.F16, true
 	}
 	return 0, false
@@ -267,22 +273,21 @@ func kernelType(c *surgery.Compressed) (kernels.DType, bool) {
 
 // randomActivations draws X[m][k] uniform in [-1, 1) in the weight's
 // type, returning the raw bytes and their exact float64 values.
-func randomActivations(m, k int, dt prune24.DType, seed uint64) ([]byte, []float64) {
+func randomActivations(m, k int, dt checkpoint.DType, seed uint64) ([]byte, []float64, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x5f5f2a4))
 	raw := make([]byte, m*k*2)
 	vals := make([]float64, m*k)
 	for i := range vals {
 		f := float32(2*rng.Float64() - 1)
 		var h uint16
-		if dt == prune24.BF16 {
+		if dt == checkpoint.BF16 {
 			h = uint16(math.Float32bits(f) >> 16)
 		} else {
 			h = halfBits(f)
 		}
 		binary.LittleEndian.PutUint16(raw[2*i:], h)
-		vals[i] = elem(raw[2*i:], dt)
 	}
-	return raw, vals
+	return raw, vals, prune24.DecodeFloat64(vals, raw, dt)
 }
 
 // halfBits truncates a float32 in (-1, 1) to IEEE half; exactness does

@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/sfsurgery/sfsurgery/prune24"
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // class is the IEEE class of a product element, for the comparison of
@@ -99,16 +99,16 @@ type weightScan struct {
 
 // scan looks at whole rows of cols elements of type dt starting at
 // weight row r0.
-func (w *weightScan) scan(data []byte, dt prune24.DType, cols, r0 int) {
-	size := dt.Size()
-	for i := 0; i+size <= len(data); i += size {
-		c := rawClass(data[i:], dt)
+func (w *weightScan) scan(data []byte, dt checkpoint.DType, cols, r0 int) {
+	bits := classBitsOf(dt)
+	for i := 0; i+bits.size <= len(data); i += bits.size {
+		c := bits.class(data[i:])
 		if c == finite {
 			continue
 		}
 		w.count++
 		if len(w.positions) < maxWeightPositions {
-			e := i / size
+			e := i / bits.size
 			w.positions = append(w.positions, fmt.Sprintf("%v at row %d, column %d", c, r0+e/cols, e%cols))
 		}
 	}
@@ -126,28 +126,39 @@ func (w *weightScan) note() string {
 	return s
 }
 
-// rawClass classifies the little-endian element at the start of b from
-// its bits: all exponent bits set is ±Inf (zero mantissa) or NaN.
-func rawClass(b []byte, dt prune24.DType) class {
-	var exp, mant, sign uint32
-	var u uint32
+// classBits are the bit masks that classify the elements of one type:
+// all exponent bits set is ±Inf (zero mantissa) or NaN.
+type classBits struct {
+	size            int // element size in bytes
+	exp, mant, sign uint32
+}
+
+// classBitsOf returns the masks of dt: F32, BF16, or else F16.
+func classBitsOf(dt checkpoint.DType) classBits {
 	switch dt {
-	case prune24.F32:
+	case checkpoint.F32:
+		return classBits{4, 0x7F800000, 0x007FFFFF, 0x80000000}
+	case checkpoint.BF16:
+		return classBits{2, 0x7F80, 0x007F, 0x8000}
+	}
+	return classBits{2, 0x7C00, 0x03FF, 0x8000}
+}
+
+// class classifies the little-endian element at the start of b from its
+// bits.
+func (m classBits) class(b []byte) class {
+	var u uint32
+	if m.size == 4 {
 		u = binary.LittleEndian.Uint32(b)
-		exp, mant, sign = 0x7F800000, 0x007FFFFF, 0x80000000
-	case prune24.BF16:
+	} else {
 		u = uint32(binary.LittleEndian.Uint16(b))
-		exp, mant, sign = 0x7F80, 0x007F, 0x8000
-	default:
-		u = uint32(binary.LittleEndian.Uint16(b))
-		exp, mant, sign = 0x7C00, 0x03FF, 0x8000
 	}
 	switch {
-	case u&exp != exp:
+	case u&m.exp != m.exp:
 		return finite
-	case u&mant != 0:
+	case u&m.mant != 0:
 		return notANumber
-	case u&sign != 0:
+	case u&m.sign != 0:
 		return negInf
 	}
 	return posInf

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
 
@@ -51,16 +52,16 @@ func TestProductDiff(t *testing.T) {
 	}
 }
 
-// TestRawClass holds the bit test against decoding and classifying the
+// TestClassBits holds the bit test against decoding and classifying the
 // value: every 16-bit code of BF16 and F16, and random F32 codes with the
 // special ones.
-func TestRawClass(t *testing.T) {
+func TestClassBits(t *testing.T) {
 	b := make([]byte, 4)
 	for u := range 1 << 16 {
 		binary.LittleEndian.PutUint16(b, uint16(u))
-		for _, dt := range []prune24.DType{prune24.BF16, prune24.F16} {
-			if got, want := rawClass(b, dt), classOf(elem(b, dt)); got != want {
-				t.Fatalf("%v %#04x: rawClass %v, decoded %v", dt, u, got, want)
+		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
+			if got, want := classBitsOf(dt).class(b), classOf(decoded(t, b, dt)); got != want {
+				t.Fatalf("%v %#04x: class %v, decoded %v", dt, u, got, want)
 			}
 		}
 	}
@@ -69,12 +70,22 @@ func TestRawClass(t *testing.T) {
 	for range 100000 {
 		codes = append(codes, rng.Uint32())
 	}
+	f32 := classBitsOf(checkpoint.F32)
 	for _, u := range codes {
 		binary.LittleEndian.PutUint32(b, u)
-		if got, want := rawClass(b, prune24.F32), classOf(elem(b, prune24.F32)); got != want {
-			t.Fatalf("F32 %#08x: rawClass %v, decoded %v", u, got, want)
+		if got, want := f32.class(b), classOf(decoded(t, b, checkpoint.F32)); got != want {
+			t.Fatalf("F32 %#08x: class %v, decoded %v", u, got, want)
 		}
 	}
+}
+
+// decoded returns the value of the element of type dt at the start of b.
+func decoded(t *testing.T, b []byte, dt checkpoint.DType) float64 {
+	var v [1]float64
+	if err := prune24.DecodeFloat64(v[:], b[:dt.Size()], dt); err != nil {
+		t.Fatal(err)
+	}
+	return v[0]
 }
 
 func TestWeightScanNote(t *testing.T) {
@@ -85,15 +96,15 @@ func TestWeightScanNote(t *testing.T) {
 	put(6, 0xFF80)  // -Inf at row 1, column 2
 	put(19, 0x7FC1) // NaN at row 4, column 3
 	var w weightScan
-	w.scan(data[:2*cols*2], prune24.BF16, cols, 10)
-	w.scan(data[2*cols*2:], prune24.BF16, cols, 12)
+	w.scan(data[:2*cols*2], checkpoint.BF16, cols, 10)
+	w.scan(data[2*cols*2:], checkpoint.BF16, cols, 12)
 	want := "3 non-finite weight(s) (±Inf has the largest magnitude, so the rule keeps it): +Inf at row 10, column 1; -Inf at row 11, column 2; NaN at row 14, column 3"
 	if got := w.note(); got != want {
 		t.Errorf("note\n%q, want\n%q", got, want)
 	}
 	var many weightScan
 	for r := range maxWeightPositions + 3 {
-		many.scan(data[2:4], prune24.BF16, 1, r) // the +Inf, one row of one column at a time
+		many.scan(data[2:4], checkpoint.BF16, 1, r) // the +Inf, one row of one column at a time
 	}
 	if got := many.note(); !strings.HasSuffix(got, "; and 3 more") || strings.Count(got, "+Inf at") != maxWeightPositions {
 		t.Errorf("note of %d: %q", maxWeightPositions+3, got)

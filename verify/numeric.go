@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/sfsurgery/sfsurgery/prune24"
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
@@ -130,7 +131,9 @@ func (n *cpuNumeric) Compare(ctx context.Context, c *surgery.Compressed) (compar
 			if err := sp.row(r, x, ys); err != nil {
 				return comparison{}, err
 			}
-			decodeRow(w, dense[(r-r0)*rowBytes:(r-r0+1)*rowBytes], c.DType)
+			if err := prune24.DecodeFloat64(w, dense[(r-r0)*rowBytes:(r-r0+1)*rowBytes], c.DType); err != nil {
+				return comparison{}, err
+			}
 			for m := range n.tokens {
 				xm := x[m*c.Cols : (m+1)*c.Cols]
 				var yd float64

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/prune24"
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
@@ -17,16 +18,23 @@ type sparseReader struct {
 	c      *surgery.Compressed
 	values []byte
 	index  []byte
-	size   int // element size in bytes
+	size   int       // element size in bytes
+	vals   []float64 // the values of the row being read, Cols/2 of them
 }
 
 func newSparseReader(c *surgery.Compressed) *sparseReader {
-	return &sparseReader{c: c, values: c.File.Data(c.Values), index: c.File.Data(c.Index), size: c.DType.Size()}
+	return &sparseReader{c: c, values: c.File.Data(c.Values), index: c.File.Data(c.Index), size: c.DType.Size(),
+		vals: make([]float64, c.Cols/2)}
 }
 
-// value returns element i of the values tensor as float64.
-func (s *sparseReader) value(i int) float64 {
-	return elem(s.values[i*s.size:], s.c.DType)
+// rowValues returns the values of row r, Cols/2 of them in every form,
+// as float64.
+func (s *sparseReader) rowValues(r int) ([]float64, error) {
+	n := len(s.vals) * s.size
+	if err := prune24.DecodeFloat64(s.vals, s.values[r*n:(r+1)*n], s.c.DType); err != nil {
+		return nil, fmt.Errorf("%s: row %d: %w", s.c.Values.Name, r, err)
+	}
+	return s.vals, nil
 }
 
 // metaNibble returns the nibble of group g (4 halves: 4 f16/bf16
@@ -47,15 +55,19 @@ func (s *sparseReader) metaNibble(r, g int) byte {
 func (s *sparseReader) row(r int, x, ys []float64) error {
 	c := s.c
 	clear(ys)
+	vals, err := s.rowValues(r)
+	if err != nil {
+		return err
+	}
 	switch {
-	case c.Format == surgery.FormatAmpere && c.DType == prune24.F32:
+	case c.Format == surgery.FormatAmpere && c.DType == checkpoint.F32:
 		for g := 0; g < c.Cols/2; g++ {
 			nib := s.metaNibble(r, g)
 			if nib != 0x4 && nib != 0xE {
 				return fmt.Errorf("%s: row %d, pair %d: meta nibble %#x is not 0x4 or 0xE", c.Name, r, g, nib)
 			}
 			col := 2*g + int(nib&3)/2
-			v := s.value(r*c.Cols/2 + g)
+			v := vals[g]
 			for m := range ys {
 				ys[m] += v * x[m*c.Cols+col]
 			}
@@ -67,8 +79,7 @@ func (s *sparseReader) row(r int, x, ys []float64) error {
 			if i0 >= i1 {
 				return fmt.Errorf("%s: row %d, group %d: meta nibble %#x is not a valid 2:4 index pair", c.Name, r, g, nib)
 			}
-			v0 := s.value(r*c.Cols/2 + 2*g)
-			v1 := s.value(r*c.Cols/2 + 2*g + 1)
+			v0, v1 := vals[2*g], vals[2*g+1]
 			for m := range ys {
 				xm := x[m*c.Cols+4*g:]
 				ys[m] += v0 * xm[i0]
@@ -77,12 +88,15 @@ func (s *sparseReader) row(r int, x, ys []float64) error {
 		}
 	default:
 		rowMask := (c.Cols + 7) / 8
-		k := r * c.Cols / 2
+		k := 0
 		for col := 0; col < c.Cols; col++ {
 			if s.index[r*rowMask+col/8]>>(col%8)&1 == 0 {
 				continue
 			}
-			v := s.value(k)
+			if k == len(vals) {
+				return fmt.Errorf("%s: row %d: more than %d mask bits set", c.Name, r, len(vals))
+			}
+			v := vals[k]
 			k++
 			for m := range ys {
 				ys[m] += v * x[m*c.Cols+col]
