@@ -1,30 +1,45 @@
-package kernels
+// Package cublaslt binds NVIDIA's cuBLASLt for dense matrix products on
+// the GPU, without cgo: [Open] loads the library at run time through
+// github.com/ebitengine/purego. It is built on package cuda: operands are
+// [cuda.DevicePtr]s, work is queued on a [cuda.Stream], and the caller
+// makes the CUDA context current and serialises the calls, as package
+// cuda says.
+//
+// One product is y[m][n] = x[m][k] · w[n][k]ᵀ, all row-major, 16-bit
+// inputs and float32 output accumulated in float32. Its descriptors and
+// the heuristic's algorithms are made once per [Shape] and cached.
+package cublaslt
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"unsafe"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
+	"github.com/sfsurgery/sfsurgery/internal/dynlib"
 )
 
-// cuBLASLt constants (cublasLt.h, cublas_api.h, library_types.h).
+// cuBLASLt constants (cublasLt.h, cublas_api.h; tools/abi/ltabi.c prints
+// them from the headers).
 const (
-	cublasCompute32F      = 68 // CUBLAS_COMPUTE_32F
-	cudaR32F              = 0  // CUDA_R_32F
-	cublasOpN             = 0  // CUBLAS_OP_N
-	cublasOpT             = 1  // CUBLAS_OP_T
-	ltDescTransA          = 3  // CUBLASLT_MATMUL_DESC_TRANSA
-	ltDescTransB          = 4  // CUBLASLT_MATMUL_DESC_TRANSB
-	ltPrefMaxWorkspace    = 1  // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
-	ltWorkspaceBytes      = 32 << 20
-	ltRequestedAlgorithms = 8
-	ltMaxPlans            = 1024 // cached shapes; the cache is emptied when full
+	compute32F          = 68 // CUBLAS_COMPUTE_32F
+	opN                 = 0  // CUBLAS_OP_N
+	opT                 = 1  // CUBLAS_OP_T
+	descTransA          = 3  // CUBLASLT_MATMUL_DESC_TRANSA
+	descTransB          = 4  // CUBLASLT_MATMUL_DESC_TRANSB
+	prefMaxWorkspace    = 1  // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+	requestedAlgorithms = 8
+	maxPlans            = 1024 // cached shapes; the cache is emptied when full
 )
 
-// ltHeuristic is cublasLtMatmulHeuristicResult_t: the algorithm
+// WorkspaceBytes is the size of the workspace a [Library] wants: the
+// heuristic only offers algorithms that fit in it.
+const WorkspaceBytes = 32 << 20
+
+// heuristicResult is cublasLtMatmulHeuristicResult_t: the algorithm
 // (uint64 data[8]), size_t workspaceSize, cublasStatus_t state, float
 // wavesCount, int reserved[4]: 96 bytes.
-type ltHeuristic struct {
+type heuristicResult struct {
 	algo          [8]uint64
 	workspaceSize uint64
 	state         int32
@@ -32,13 +47,15 @@ type ltHeuristic struct {
 	reserved      [4]int32
 }
 
-// cublasLt is a loaded cuBLASLt with a handle and a workspace.
-type cublasLt struct {
+// Library is a loaded cuBLASLt with a handle, a workspace and the plans
+// of the shapes it has multiplied. It is not safe for concurrent use.
+type Library struct {
 	path    string
 	version uint64
 	handle  uintptr
-	ws      *Buffer
-	plans   map[ltKey]*ltPlan // descriptors and algorithms per shape
+	ws      cuda.DevicePtr
+	wsBytes int64
+	plans   map[Shape]*plan // descriptors and algorithms per shape
 
 	create        func(h *uintptr) int32
 	destroy       func(h uintptr) int32
@@ -52,92 +69,92 @@ type cublasLt struct {
 	prefCreate    func(p *uintptr) int32
 	prefDestroy   func(p uintptr) int32
 	prefSetAttr   func(p uintptr, attr int32, buf unsafe.Pointer, size uintptr) int32
-	heuristic     func(h, desc, a, b, c, d, pref uintptr, req int32, res *ltHeuristic, n *int32) int32
-	ltMatmul      func(h, desc uintptr, alpha *float32, a uint64, adesc uintptr, b uint64, bdesc uintptr,
+	heuristic     func(h, desc, a, b, c, d, pref uintptr, req int32, res *heuristicResult, n *int32) int32
+	matmul        func(h, desc uintptr, alpha *float32, a uint64, adesc uintptr, b uint64, bdesc uintptr,
 		beta *float32, c uint64, cdesc uintptr, d uint64, ddesc uintptr, algo *[8]uint64,
 		ws uint64, wsSize uintptr, stream uintptr) int32
 }
 
-// cublasLtNames returns the library names dlopen tries first
-// (LD_LIBRARY_PATH, the ld.so cache).
-func cublasLtNames() []string {
+// Error is a failed cuBLASLt call.
+type Error struct {
+	Op     string // the function called, e.g. "cublasLtMatmul"
+	Status int    // its cublasStatus_t
+	Name   string // the status's name, e.g. "CUBLAS_STATUS_NOT_SUPPORTED"
+}
+
+// Error returns "OP: NAME (STATUS)".
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Status) }
+
+// names returns the library names dlopen tries first (LD_LIBRARY_PATH,
+// the ld.so cache).
+func names() []string {
 	return []string{"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}
 }
 
-// cublasLtCandidates lists the files to try: env alone if set, else the
+// Candidates lists the files to [Open] in turn until one loads: env alone if set, else the
 // sonames, then the pip wheels (nvidia/cu13/lib, nvidia/cublas/lib) under
-// common Python prefixes, then CUDA toolkits.
-func cublasLtCandidates(env, home, venv string) []string {
+// common Python prefixes (venv, home/.local and others), then CUDA
+// toolkits.
+func Candidates(env, home, venv string) []string {
 	if env != "" {
 		return []string{env}
 	}
-	return libraryCandidates(cublasLtNames(), []string{"nvidia/cu13/lib", "nvidia/cublas/lib"},
+	return dynlib.Candidates(names(), []string{"nvidia/cu13/lib", "nvidia/cublas/lib"},
 		"libcublasLt.so*", home, venv)
 }
 
-// loadCublasLt finds and initialises cuBLASLt. It runs with the context
-// current and the mutex held. The error says what was tried.
-func loadCublasLt(d *Device, env string) (*cublasLt, error) {
-	home, _ := os.UserHomeDir()
-	var errs []error
-	for _, path := range cublasLtCandidates(env, home, os.Getenv("VIRTUAL_ENV")) {
-		lt, err := openCublasLt(d, path)
-		if err == nil {
-			return lt, nil
-		}
-		errs = append(errs, err)
-	}
-	if env != "" {
-		return nil, fmt.Errorf("no cuBLASLt: SFSURGERY_CUBLASLT=%s: %w", env, errors.Join(errs...))
-	}
-	return nil, fmt.Errorf("no cuBLASLt (tried %d candidates: sonames, python wheels, /usr/local/cuda; "+
-		"set SFSURGERY_CUBLASLT): %w", len(errs), errs[len(errs)-1])
-}
-
-func openCublasLt(d *Device, path string) (*cublasLt, error) {
-	h, err := dlopen(path)
+// Open loads cuBLASLt from path and creates a handle. Give it a workspace
+// with [Library.SetWorkspace] before the first product.
+func Open(path string) (*Library, error) {
+	h, err := dynlib.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	lt := &cublasLt{path: path, plans: make(map[ltKey]*ltPlan)}
-	syms := []symbol{
-		sym(&lt.create, "cublasLtCreate"),
-		sym(&lt.destroy, "cublasLtDestroy"),
-		sym(&lt.getVersion, "cublasLtGetVersion"),
-		sym(&lt.statusName, "cublasLtGetStatusName"),
-		sym(&lt.descCreate, "cublasLtMatmulDescCreate"),
-		sym(&lt.descDestroy, "cublasLtMatmulDescDestroy"),
-		sym(&lt.descSetAttr, "cublasLtMatmulDescSetAttribute"),
-		sym(&lt.layoutCreate, "cublasLtMatrixLayoutCreate"),
-		sym(&lt.layoutDestroy, "cublasLtMatrixLayoutDestroy"),
-		sym(&lt.prefCreate, "cublasLtMatmulPreferenceCreate"),
-		sym(&lt.prefDestroy, "cublasLtMatmulPreferenceDestroy"),
-		sym(&lt.prefSetAttr, "cublasLtMatmulPreferenceSetAttribute"),
-		sym(&lt.heuristic, "cublasLtMatmulAlgoGetHeuristic"),
-		sym(&lt.ltMatmul, "cublasLtMatmul"),
+	lt := &Library{path: path, plans: make(map[Shape]*plan)}
+	syms := []dynlib.Symbol{
+		dynlib.Sym(&lt.create, "cublasLtCreate"),
+		dynlib.Sym(&lt.destroy, "cublasLtDestroy"),
+		dynlib.Sym(&lt.getVersion, "cublasLtGetVersion"),
+		dynlib.Sym(&lt.statusName, "cublasLtGetStatusName"),
+		dynlib.Sym(&lt.descCreate, "cublasLtMatmulDescCreate"),
+		dynlib.Sym(&lt.descDestroy, "cublasLtMatmulDescDestroy"),
+		dynlib.Sym(&lt.descSetAttr, "cublasLtMatmulDescSetAttribute"),
+		dynlib.Sym(&lt.layoutCreate, "cublasLtMatrixLayoutCreate"),
+		dynlib.Sym(&lt.layoutDestroy, "cublasLtMatrixLayoutDestroy"),
+		dynlib.Sym(&lt.prefCreate, "cublasLtMatmulPreferenceCreate"),
+		dynlib.Sym(&lt.prefDestroy, "cublasLtMatmulPreferenceDestroy"),
+		dynlib.Sym(&lt.prefSetAttr, "cublasLtMatmulPreferenceSetAttribute"),
+		dynlib.Sym(&lt.heuristic, "cublasLtMatmulAlgoGetHeuristic"),
+		dynlib.Sym(&lt.matmul, "cublasLtMatmul"),
 	}
-	if err := bindAll(h, path, syms); err != nil {
+	if err := dynlib.BindAll(h, path, syms); err != nil {
 		return nil, err
 	}
 	lt.version = uint64(lt.getVersion())
 	if err := lt.check("cublasLtCreate", lt.create(&lt.handle)); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	ws, err := d.alloc(ltWorkspaceBytes)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("cuBLASLt workspace: %w", err), lt.check("cublasLtDestroy", lt.destroy(lt.handle)))
-	}
-	lt.ws = ws
 	return lt, nil
 }
 
-// describe says which cuBLASLt is in use.
-func (lt *cublasLt) describe() string {
+// SetWorkspace gives the library n bytes of device memory at p for its
+// algorithms' scratch (normally [WorkspaceBytes]); the caller owns and
+// frees it, after Close.
+func (lt *Library) SetWorkspace(p cuda.DevicePtr, n int64) { lt.ws, lt.wsBytes = p, n }
+
+// Version returns the library's version number, e.g. 130100.
+func (lt *Library) Version() int { return int(lt.version) }
+
+// Path returns the file the library was loaded from.
+func (lt *Library) Path() string { return lt.path }
+
+// String says which cuBLASLt is in use: "cuBLASLt VERSION (PATH)".
+func (lt *Library) String() string {
 	return fmt.Sprintf("cuBLASLt %d (%s)", lt.version, lt.path)
 }
 
-// check turns a cublasStatus_t into nil or a *CUDAError.
-func (lt *cublasLt) check(op string, status int32) error {
+// check turns a cublasStatus_t into nil or an *Error.
+func (lt *Library) check(op string, status int32) error {
 	if status == 0 {
 		return nil
 	}
@@ -145,13 +162,12 @@ func (lt *cublasLt) check(op string, status int32) error {
 	if name == "" {
 		name = fmt.Sprintf("CUBLAS_STATUS_%d", status)
 	}
-	return &CUDAError{Op: op, Code: int(status), Name: name}
+	return &Error{Op: op, Status: int(status), Name: name}
 }
 
-// close destroys the cached plans and the handle; the workspace is freed
-// with the device's buffers. It runs with the context current and the
-// mutex held.
-func (lt *cublasLt) close() error {
+// Close destroys the cached plans and the handle; the workspace stays the
+// caller's.
+func (lt *Library) Close() error {
 	err := lt.dropPlans()
 	return errors.Join(err, lt.check("cublasLtDestroy", lt.destroy(lt.handle)))
 }

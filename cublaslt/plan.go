@@ -1,71 +1,84 @@
-package kernels
+package cublaslt
 
 import (
 	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
-// ltKey identifies a cached cuBLASLt product: data type and sizes.
-type ltKey struct {
-	dt      DType
-	m, n, k int
+// Shape identifies a product: the inputs' element type and the sizes of
+// y[M][N] = x[M][K] · w[N][K]ᵀ.
+type Shape struct {
+	Type    cuda.DataType // of x and w (cuda.R16BF or cuda.R16F); y is float32
+	M, N, K int
 }
 
-// ltPlan is what one shape needs from cuBLASLt, computed once: the matmul
+// plan is what one shape needs from cuBLASLt, computed once: the matmul
 // descriptor, the three layouts and the heuristic's usable algorithms,
 // best first.
-type ltPlan struct {
+type plan struct {
 	desc, la, lb, lc uintptr
-	algos            []ltHeuristic
+	algos            []heuristicResult
 }
 
-// plan returns the cached plan of key, creating it on first use. It runs
-// with the context current and the mutex held.
+// Algorithms returns how many algorithms the heuristic offers for s
+// (usable within the workspace, at most 8, best guess first), making and
+// caching the shape's plan on first use.
+func (lt *Library) Algorithms(s Shape) (int, error) {
+	p, err := lt.plan(s)
+	if err != nil {
+		return 0, err
+	}
+	return len(p.algos), nil
+}
+
+// plan returns the cached plan of s, creating it on first use.
 //
 // y[m][n] = x[m][k] · w[n][k]ᵀ, row-major, through the column-major
 // library: y viewed column-major is yᵀ [n][m] = w · xᵀ, so A = w (stored
 // k×n column-major, op T), B = x (k×m, op N), C = D = y (n×m, ld n).
-func (lt *cublasLt) plan(key ltKey) (*ltPlan, error) {
-	if p, ok := lt.plans[key]; ok {
+func (lt *Library) plan(s Shape) (*plan, error) {
+	if p, ok := lt.plans[s]; ok {
 		return p, nil
 	}
-	if len(lt.plans) >= ltMaxPlans {
+	if len(lt.plans) >= maxPlans {
 		if err := lt.dropPlans(); err != nil {
 			return nil, err
 		}
 	}
-	p := new(ltPlan)
-	if err := lt.build(p, key); err != nil {
+	p := new(plan)
+	if err := lt.build(p, s); err != nil {
 		return nil, errors.Join(err, lt.destroyPlan(p))
 	}
-	lt.plans[key] = p
+	lt.plans[s] = p
 	return p, nil
 }
 
-// build fills p for key; on error the caller destroys what was created.
-func (lt *cublasLt) build(p *ltPlan, key ltKey) error {
-	m, n, k := uint64(key.m), uint64(key.n), uint64(key.k)
-	if err := lt.check("cublasLtMatmulDescCreate", lt.descCreate(&p.desc, cublasCompute32F, cudaR32F)); err != nil {
+// build fills p for s; on error the caller destroys what was created.
+func (lt *Library) build(p *plan, s Shape) error {
+	m, n, k := uint64(s.M), uint64(s.N), uint64(s.K)
+	if err := lt.check("cublasLtMatmulDescCreate", lt.descCreate(&p.desc, compute32F, int32(cuda.R32F))); err != nil {
 		return err
 	}
-	opT, opN := int32(cublasOpT), int32(cublasOpN)
+	opTrans, opNone := int32(opT), int32(opN)
 	if err := lt.check("cublasLtMatmulDescSetAttribute(TRANSA)",
-		lt.descSetAttr(p.desc, ltDescTransA, unsafe.Pointer(&opT), 4)); err != nil {
+		lt.descSetAttr(p.desc, descTransA, unsafe.Pointer(&opTrans), 4)); err != nil {
 		return err
 	}
 	if err := lt.check("cublasLtMatmulDescSetAttribute(TRANSB)",
-		lt.descSetAttr(p.desc, ltDescTransB, unsafe.Pointer(&opN), 4)); err != nil {
+		lt.descSetAttr(p.desc, descTransB, unsafe.Pointer(&opNone), 4)); err != nil {
 		return err
 	}
-	t := key.dt.cudaDataType()
+	t := int32(s.Type)
 	if err := lt.check("cublasLtMatrixLayoutCreate(A)", lt.layoutCreate(&p.la, t, k, n, int64(k))); err != nil {
 		return err
 	}
 	if err := lt.check("cublasLtMatrixLayoutCreate(B)", lt.layoutCreate(&p.lb, t, k, m, int64(k))); err != nil {
 		return err
 	}
-	if err := lt.check("cublasLtMatrixLayoutCreate(C)", lt.layoutCreate(&p.lc, cudaR32F, n, m, int64(n))); err != nil {
+	if err := lt.check("cublasLtMatrixLayoutCreate(C)", lt.layoutCreate(&p.lc, int32(cuda.R32F), n, m, int64(n))); err != nil {
 		return err
 	}
 	algos, err := lt.heuristics(p)
@@ -73,15 +86,15 @@ func (lt *cublasLt) build(p *ltPlan, key ltKey) error {
 		return err
 	}
 	if len(algos) == 0 {
-		return fmt.Errorf("cuBLASLt has no algorithm for %v m=%d n=%d k=%d", key.dt, m, n, k)
+		return fmt.Errorf("cuBLASLt has no algorithm for %v m=%d n=%d k=%d", s.Type, m, n, k)
 	}
 	p.algos = algos
 	return nil
 }
 
-// heuristics asks cuBLASLt for up to ltRequestedAlgorithms algorithms of
-// p and keeps those that succeed within the workspace, in its order.
-func (lt *cublasLt) heuristics(p *ltPlan) (out []ltHeuristic, err error) {
+// heuristics asks cuBLASLt for up to requestedAlgorithms algorithms of p
+// and keeps those that succeed within the workspace, in its order.
+func (lt *Library) heuristics(p *plan) (out []heuristicResult, err error) {
 	var pref uintptr
 	if err := lt.check("cublasLtMatmulPreferenceCreate", lt.prefCreate(&pref)); err != nil {
 		return nil, err
@@ -89,12 +102,12 @@ func (lt *cublasLt) heuristics(p *ltPlan) (out []ltHeuristic, err error) {
 	defer func() {
 		err = errors.Join(err, lt.check("cublasLtMatmulPreferenceDestroy", lt.prefDestroy(pref)))
 	}()
-	wsMax := uint64(lt.ws.n)
+	wsMax := uint64(lt.wsBytes)
 	if err := lt.check("cublasLtMatmulPreferenceSetAttribute",
-		lt.prefSetAttr(pref, ltPrefMaxWorkspace, unsafe.Pointer(&wsMax), 8)); err != nil {
+		lt.prefSetAttr(pref, prefMaxWorkspace, unsafe.Pointer(&wsMax), 8)); err != nil {
 		return nil, err
 	}
-	var res [ltRequestedAlgorithms]ltHeuristic
+	var res [requestedAlgorithms]heuristicResult
 	var found int32
 	if err := lt.check("cublasLtMatmulAlgoGetHeuristic",
 		lt.heuristic(lt.handle, p.desc, p.la, p.lb, p.lc, p.lc, pref, int32(len(res)), &res[0], &found)); err != nil {
@@ -109,7 +122,7 @@ func (lt *cublasLt) heuristics(p *ltPlan) (out []ltHeuristic, err error) {
 }
 
 // destroyPlan releases whatever p holds.
-func (lt *cublasLt) destroyPlan(p *ltPlan) error {
+func (lt *Library) destroyPlan(p *plan) error {
 	var errs []error
 	for _, l := range []uintptr{p.la, p.lb, p.lc} {
 		if l != 0 {
@@ -119,12 +132,12 @@ func (lt *cublasLt) destroyPlan(p *ltPlan) error {
 	if p.desc != 0 {
 		errs = append(errs, lt.check("cublasLtMatmulDescDestroy", lt.descDestroy(p.desc)))
 	}
-	*p = ltPlan{}
+	*p = plan{}
 	return errors.Join(errs...)
 }
 
 // dropPlans destroys every cached plan.
-func (lt *cublasLt) dropPlans() error {
+func (lt *Library) dropPlans() error {
 	var errs []error
 	for key, p := range lt.plans {
 		errs = append(errs, lt.destroyPlan(p))
@@ -133,22 +146,18 @@ func (lt *cublasLt) dropPlans() error {
 	return errors.Join(errs...)
 }
 
-// matmul computes y[m][n] = x[m][k] · w[n][k]ᵀ with the heuristic's first
-// algorithm. It runs with the context current and the mutex held.
-func (lt *cublasLt) matmul(d *Device, y, x, w *Buffer, dt DType, m, n, k int) error {
-	return lt.matmulWith(d, y, x, w, ltKey{dt, m, n, k}, 0)
-}
-
-// matmulWith is matmul with the heuristic's candidate i.
-func (lt *cublasLt) matmulWith(d *Device, y, x, w *Buffer, key ltKey, i int) error {
-	p, err := lt.plan(key)
+// Matmul queues y = x · wᵀ of shape s on stream with the heuristic's
+// algorithm algo (0 ≤ algo < [Library.Algorithms]; 0 is its best guess).
+// The caller has checked that the buffers hold the shape.
+func (lt *Library) Matmul(y, x, w cuda.DevicePtr, s Shape, algo int, stream cuda.Stream) error {
+	p, err := lt.plan(s)
 	if err != nil {
 		return err
 	}
-	if i < 0 || i >= len(p.algos) {
-		return argError("DenseMatmulCandidate: candidate %d of %d", i, len(p.algos))
+	if algo < 0 || algo >= len(p.algos) {
+		return fmt.Errorf("cuBLASLt: algorithm %d of %d", algo, len(p.algos))
 	}
 	alpha, beta := float32(1), float32(0)
-	return lt.check("cublasLtMatmul", lt.ltMatmul(lt.handle, p.desc, &alpha, w.ptr, p.la, x.ptr, p.lb, &beta,
-		y.ptr, p.lc, y.ptr, p.lc, &p.algos[i].algo, lt.ws.ptr, uintptr(lt.ws.n), d.stream))
+	return lt.check("cublasLtMatmul", lt.matmul(lt.handle, p.desc, &alpha, uint64(w), p.la, uint64(x), p.lb, &beta,
+		uint64(y), p.lc, uint64(y), p.lc, &p.algos[algo].algo, uint64(lt.ws), uintptr(lt.wsBytes), uintptr(stream)))
 }

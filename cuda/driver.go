@@ -1,18 +1,22 @@
-package kernels
+package cuda
 
 import (
 	"fmt"
 	"strconv"
 	"unsafe"
+
+	"github.com/sfsurgery/sfsurgery/internal/dynlib"
 )
 
-// driverLibrary is the CUDA driver library opened at run time.
-const driverLibrary = "libcuda.so.1"
+// Library is the file name of the CUDA driver library that [Load] opens
+// by default.
+const Library = "libcuda.so.1"
 
-// driver holds the CUDA driver API entry points, bound at run time.
-// CUresult is returned as int32; handles (CUcontext, CUmodule, CUfunction,
-// CUstream, CUevent) as uintptr; CUdevice as int32; CUdeviceptr as uint64.
-type driver struct {
+// Driver is the loaded CUDA driver API. Its entry points are bound at run
+// time: CUresult is returned as int32; handles (CUcontext, CUmodule,
+// CUfunction, CUstream, CUevent) as uintptr; CUdevice as int32;
+// CUdeviceptr as uint64.
+type Driver struct {
 	cuInit               func(flags uint32) int32
 	cuDriverGetVersion   func(v *int32) int32
 	cuDeviceGetCount     func(n *int32) int32
@@ -62,77 +66,77 @@ type driver struct {
 	cuGetErrorString func(code int32, s **byte) int32
 }
 
-// loadDriver opens lib (normally libcuda.so.1) and binds every entry point.
-// Any failure wraps ErrUnavailable: without the library, or with one too old
-// to have these symbols, this machine cannot run the GPU checks.
-func loadDriver(lib string) (*driver, error) {
-	h, err := dlopen(lib)
+// Load opens lib (normally [Library]) and binds every entry point. When
+// the library cannot be opened the error wraps [ErrNoLibrary]; otherwise
+// it says which entry point a driver too old lacks ("LIB lacks NAME").
+func Load(lib string) (*Driver, error) {
+	h, err := dynlib.Open(lib)
 	if err != nil {
-		return nil, unavailable(fmt.Sprintf("no CUDA driver (%s not found)", lib), nil)
+		return nil, fmt.Errorf("%w: %s: %w", ErrNoLibrary, lib, err)
 	}
-	d := new(driver)
-	syms := []symbol{
-		sym(&d.cuInit, "cuInit"),
-		sym(&d.cuDriverGetVersion, "cuDriverGetVersion"),
-		sym(&d.cuDeviceGetCount, "cuDeviceGetCount"),
-		sym(&d.cuDeviceGet, "cuDeviceGet"),
-		sym(&d.cuDeviceGetName, "cuDeviceGetName"),
-		sym(&d.cuDeviceGetAttribute, "cuDeviceGetAttribute"),
-		sym(&d.cuDeviceTotalMem, "cuDeviceTotalMem_v2"),
-		sym(&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
-		sym(&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
-		sym(&d.cuCtxSetCurrent, "cuCtxSetCurrent"),
-		sym(&d.cuCtxSynchronize, "cuCtxSynchronize"),
-		sym(&d.cuMemAlloc, "cuMemAlloc_v2"),
-		sym(&d.cuMemFree, "cuMemFree_v2"),
-		sym(&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
-		sym(&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
-		sym(&d.cuMemsetD8, "cuMemsetD8_v2"),
-		sym(&d.cuMemcpyDtoDA, "cuMemcpyDtoDAsync_v2"),
-		sym(&d.cuMemsetD32A, "cuMemsetD32Async"),
-		sym(&d.cuModuleLoad, "cuModuleLoadDataEx"),
-		sym(&d.cuModuleUnld, "cuModuleUnload"),
-		sym(&d.cuModuleGetFn, "cuModuleGetFunction"),
-		sym(&d.cuFuncSetAttr, "cuFuncSetAttribute"),
-		sym(&d.cuLaunch, "cuLaunchKernel"),
-		sym(&d.cuLaunchCoop, "cuLaunchCooperativeKernel"),
-		sym(&d.cuLaunchEx, "cuLaunchKernelEx"),
-		sym(&d.cuStreamCreate, "cuStreamCreate"),
-		sym(&d.cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
-		sym(&d.cuEventCreate, "cuEventCreate"),
-		sym(&d.cuEventRecord, "cuEventRecord"),
-		sym(&d.cuEventSync, "cuEventSynchronize"),
-		sym(&d.cuEventElapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
-		sym(&d.cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy"),
-		sym(&d.cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
-		sym(&d.cuStreamEndCapture, "cuStreamEndCapture"),
-		sym(&d.cuGraphInstantiate, "cuGraphInstantiateWithFlags"),
-		sym(&d.cuGraphLaunch, "cuGraphLaunch"),
-		sym(&d.cuGraphExecDestroy, "cuGraphExecDestroy"),
-		sym(&d.cuGraphDestroy, "cuGraphDestroy"),
-		sym(&d.cuGetErrorName, "cuGetErrorName"),
-		sym(&d.cuGetErrorString, "cuGetErrorString"),
+	d := new(Driver)
+	syms := []dynlib.Symbol{
+		dynlib.Sym(&d.cuInit, "cuInit"),
+		dynlib.Sym(&d.cuDriverGetVersion, "cuDriverGetVersion"),
+		dynlib.Sym(&d.cuDeviceGetCount, "cuDeviceGetCount"),
+		dynlib.Sym(&d.cuDeviceGet, "cuDeviceGet"),
+		dynlib.Sym(&d.cuDeviceGetName, "cuDeviceGetName"),
+		dynlib.Sym(&d.cuDeviceGetAttribute, "cuDeviceGetAttribute"),
+		dynlib.Sym(&d.cuDeviceTotalMem, "cuDeviceTotalMem_v2"),
+		dynlib.Sym(&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+		dynlib.Sym(&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
+		dynlib.Sym(&d.cuCtxSetCurrent, "cuCtxSetCurrent"),
+		dynlib.Sym(&d.cuCtxSynchronize, "cuCtxSynchronize"),
+		dynlib.Sym(&d.cuMemAlloc, "cuMemAlloc_v2"),
+		dynlib.Sym(&d.cuMemFree, "cuMemFree_v2"),
+		dynlib.Sym(&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
+		dynlib.Sym(&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
+		dynlib.Sym(&d.cuMemsetD8, "cuMemsetD8_v2"),
+		dynlib.Sym(&d.cuMemcpyDtoDA, "cuMemcpyDtoDAsync_v2"),
+		dynlib.Sym(&d.cuMemsetD32A, "cuMemsetD32Async"),
+		dynlib.Sym(&d.cuModuleLoad, "cuModuleLoadDataEx"),
+		dynlib.Sym(&d.cuModuleUnld, "cuModuleUnload"),
+		dynlib.Sym(&d.cuModuleGetFn, "cuModuleGetFunction"),
+		dynlib.Sym(&d.cuFuncSetAttr, "cuFuncSetAttribute"),
+		dynlib.Sym(&d.cuLaunch, "cuLaunchKernel"),
+		dynlib.Sym(&d.cuLaunchCoop, "cuLaunchCooperativeKernel"),
+		dynlib.Sym(&d.cuLaunchEx, "cuLaunchKernelEx"),
+		dynlib.Sym(&d.cuStreamCreate, "cuStreamCreate"),
+		dynlib.Sym(&d.cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
+		dynlib.Sym(&d.cuEventCreate, "cuEventCreate"),
+		dynlib.Sym(&d.cuEventRecord, "cuEventRecord"),
+		dynlib.Sym(&d.cuEventSync, "cuEventSynchronize"),
+		dynlib.Sym(&d.cuEventElapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
+		dynlib.Sym(&d.cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy"),
+		dynlib.Sym(&d.cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
+		dynlib.Sym(&d.cuStreamEndCapture, "cuStreamEndCapture"),
+		dynlib.Sym(&d.cuGraphInstantiate, "cuGraphInstantiateWithFlags"),
+		dynlib.Sym(&d.cuGraphLaunch, "cuGraphLaunch"),
+		dynlib.Sym(&d.cuGraphExecDestroy, "cuGraphExecDestroy"),
+		dynlib.Sym(&d.cuGraphDestroy, "cuGraphDestroy"),
+		dynlib.Sym(&d.cuGetErrorName, "cuGetErrorName"),
+		dynlib.Sym(&d.cuGetErrorString, "cuGetErrorString"),
 	}
-	if err := bindAll(h, lib, syms); err != nil {
-		return nil, unavailable("CUDA driver too old", err)
+	if err := dynlib.BindAll(h, lib, syms); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
 
-// check turns a CUresult into nil or a *CUDAError for op.
-func (d *driver) check(op string, r int32) error {
-	if r == cudaSuccess {
+// check turns a CUresult into nil or an *Error for op.
+func (d *Driver) check(op string, r int32) error {
+	if Result(r) == Success {
 		return nil
 	}
-	return &CUDAError{Op: op, Code: int(r), Name: d.errorName(r)}
+	return &Error{Op: op, Code: Result(r), Name: d.errorName(r)}
 }
 
 // errorName returns the CUDA name of a result code, e.g.
 // "CUDA_ERROR_OUT_OF_MEMORY".
-func (d *driver) errorName(r int32) string {
+func (d *Driver) errorName(r int32) string {
 	var p *byte
-	if d.cuGetErrorName(r, &p) == cudaSuccess && p != nil {
-		if s := cString(p, 128); s != "" {
+	if Result(d.cuGetErrorName(r, &p)) == Success && p != nil {
+		if s := dynlib.CString(p, 128); s != "" {
 			return s
 		}
 	}

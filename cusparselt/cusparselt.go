@@ -1,61 +1,75 @@
-package kernels
+// Package cusparselt binds NVIDIA's cuSPARSELt for 2:4 sparse matrix
+// products on the GPU, without cgo: [Load] loads the library at run time
+// through github.com/ebitengine/purego. It is built on package cuda:
+// operands are [cuda.DevicePtr]s, work is queued on one [cuda.Stream], and
+// the caller makes the CUDA context current and serialises the calls, as
+// package cuda says; it also owns the device memory (workspaces and
+// compression scratch), whose sizes the library reports.
+//
+// The library keeps pointers into its opaque objects, so they live in
+// host memory from mmap, which the Go runtime never moves.
+package cusparselt
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
+	"github.com/sfsurgery/sfsurgery/internal/dynlib"
 )
 
-// ErrNoSparseLt is wrapped by the error of [Device.OpenSparseLt] when
-// cuSPARSELt cannot be found, loaded or used on this machine.
-var ErrNoSparseLt = errors.New("kernels: cuSPARSELt unavailable")
-
-// cuSPARSELt constants (cusparseLt.h 0.8, shared/docs/formats.md §5).
+// cuSPARSELt constants (cusparseLt.h 0.8, docs/formats.md §5;
+// tools/abi/cusparselt_abi.c prints them from the header).
 const (
-	spOpN           = 0 // CUSPARSE_OPERATION_NON_TRANSPOSE
-	spOpT           = 1 // CUSPARSE_OPERATION_TRANSPOSE
-	spOrderCol      = 1 // CUSPARSE_ORDER_COL
-	spOrderRow      = 2 // CUSPARSE_ORDER_ROW
-	spCompute32F    = 2 // CUSPARSE_COMPUTE_32F
-	spSparsity50    = 0 // CUSPARSELT_SPARSITY_50_PERCENT
-	spAlgDefault    = 0 // CUSPARSELT_MATMUL_ALG_DEFAULT
-	spAlignment     = 16
-	spStatusNotSupp = 10 // CUSPARSE_STATUS_NOT_SUPPORTED
-	spStatusInvalid = 3  // CUSPARSE_STATUS_INVALID_VALUE
+	opN                = 0 // CUSPARSE_OPERATION_NON_TRANSPOSE
+	opT                = 1 // CUSPARSE_OPERATION_TRANSPOSE
+	orderCol           = 1 // CUSPARSE_ORDER_COL
+	orderRow           = 2 // CUSPARSE_ORDER_ROW
+	compute32F         = 2 // CUSPARSE_COMPUTE_32F
+	sparsity50         = 0 // CUSPARSELT_SPARSITY_50_PERCENT
+	algDefault         = 0 // CUSPARSELT_MATMUL_ALG_DEFAULT
+	alignment          = 16
+	statusNotSupported = 10 // CUSPARSE_STATUS_NOT_SUPPORTED
+	statusInvalidValue = 3  // CUSPARSE_STATUS_INVALID_VALUE
 
-	// spObjectBytes is what each opaque object gets: the 0.7 and 0.8
+	// objectBytes is what each opaque object gets: the 0.7 and 0.8
 	// headers declare 512 bytes (aligned 16), NVIDIA's own bindings
 	// allocate 1024, and older headers show up to 11024.
-	spObjectBytes = 16 << 10
-	// spMinVersion is the oldest cuSPARSELt whose ABI this file follows
+	objectBytes = 16 << 10
+	// MinVersion is the oldest cuSPARSELt whose ABI this package follows
 	// (cusparseLtMatmulPlanInit without a workspace argument, the *2
 	// compression calls): 0.6.0.
-	spMinVersion = 600
+	MinVersion = 600
 )
 
-// SparseLt is NVIDIA's cuSPARSELt loaded on a [Device]: a library handle,
-// compression of 2:4 weights into its own layout, and matmul plans cached
-// per shape. Its methods are serialised with the Device's; Close releases
-// it (the Device's Close frees its buffers but not the library).
-type SparseLt struct {
-	d       *Device
+// Offsets in Library.host after the handle: alpha, beta (float32) and the
+// stream array of one cudaStream_t that cusparseLtMatmul reads.
+const (
+	hostAlpha  = objectBytes
+	hostBeta   = objectBytes + 16
+	hostStream = objectBytes + 32
+	hostBytes  = objectBytes + 4096
+)
+
+// Library is a loaded cuSPARSELt: its entry points, a handle and the
+// plans made so far. It is not safe for concurrent use.
+type Library struct {
 	path    string
 	version int
-	host    []byte  // pinned-in-place host memory: handle, scalars, stream
+	host    []byte  // mmap'd host memory: handle, scalars, stream
 	handle  uintptr // &host[0]
-	ws      *Buffer // workspace, grown to the largest plan's need
-	plans   map[ltKey]*SparseLtPlan
-	closed  bool
-	fn      spFuncs
+	inited  bool    // the handle is initialised
+	plans   map[key]*Plan
+	fn      funcs
 }
 
-// spFuncs are the library's entry points. Opaque objects and host
-// scalars are passed as addresses in memory from mmap (never the Go heap);
-// device pointers as uint64.
-type spFuncs struct {
+// funcs are the library's entry points. Opaque objects and host scalars
+// are passed as addresses in memory from mmap (never the Go heap); device
+// pointers as uint64.
+type funcs struct {
 	init        func(h uintptr) int32
 	destroy     func(h uintptr) int32
 	getVersion  func(h uintptr, v *int32) int32
@@ -75,114 +89,97 @@ type spFuncs struct {
 	search      func(h, plan, alpha uintptr, a, b uint64, beta uintptr, c, d, ws uint64, streams uintptr, n int32) int32
 }
 
-// Offsets in SparseLt.host after the handle: alpha, beta (float32) and
-// the stream array of one cudaStream_t that cusparseLtMatmul reads.
-const (
-	spHostAlpha  = spObjectBytes
-	spHostBeta   = spObjectBytes + 16
-	spHostStream = spObjectBytes + 32
-	spHostBytes  = spObjectBytes + 4096
-)
+// Error is a failed cuSPARSELt call.
+type Error struct {
+	Op     string // the function called, e.g. "cusparseLtMatmul"
+	Status int    // its cusparseStatus_t
+	Name   string // the status's name, e.g. "CUSPARSE_STATUS_NOT_SUPPORTED"
+}
 
-// cusparseLtCandidates lists the files to try: env alone if set, else the
-// soname, then the pip wheels (nvidia/cusparselt/lib, nvidia/cu13/lib)
-// under common Python prefixes, then CUDA toolkits.
-func cusparseLtCandidates(env, home, venv string) []string {
+// Error returns "OP: NAME (STATUS)".
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Status) }
+
+// Candidates lists the files to [Load] in turn until one loads: env alone
+// if set, else the soname, then the pip wheels (nvidia/cusparselt/lib,
+// nvidia/cu13/lib) under common Python prefixes (venv, home/.local and
+// others), then CUDA toolkits.
+func Candidates(env, home, venv string) []string {
 	if env != "" {
 		return []string{env}
 	}
-	return libraryCandidates([]string{"libcusparseLt.so.0", "libcusparseLt.so"},
+	return dynlib.Candidates([]string{"libcusparseLt.so.0", "libcusparseLt.so"},
 		[]string{"nvidia/cusparselt/lib", "nvidia/cu13/lib"}, "libcusparseLt.so*", home, venv)
 }
 
-// OpenSparseLt finds and initialises cuSPARSELt for d (the environment
-// variable SFSURGERY_CUSPARSELT may name the library file). An error that
-// means the library is missing, unusable or too old wraps
-// [ErrNoSparseLt]; callers go on without it.
-func (d *Device) OpenSparseLt() (*SparseLt, error) {
-	env := os.Getenv("SFSURGERY_CUSPARSELT")
-	home, _ := os.UserHomeDir()
-	var errs []error
-	for _, path := range cusparseLtCandidates(env, home, os.Getenv("VIRTUAL_ENV")) {
-		s, err := d.openSparseLt(path)
-		if err == nil {
-			return s, nil
-		}
-		if errors.Is(err, ErrClosed) {
-			return nil, err
-		}
-		errs = append(errs, err)
-	}
-	if env != "" {
-		return nil, fmt.Errorf("%w: SFSURGERY_CUSPARSELT=%s: %w", ErrNoSparseLt, env, errors.Join(errs...))
-	}
-	return nil, fmt.Errorf("%w (tried the soname, python wheels, /usr/local/cuda; set SFSURGERY_CUSPARSELT): %w",
-		ErrNoSparseLt, errs[len(errs)-1])
-}
-
-func (d *Device) openSparseLt(path string) (*SparseLt, error) {
-	h, err := dlopen(path)
+// Load opens cuSPARSELt from path, binds its entry points and maps the
+// host memory of its handle. [Library.Init] initialises it; Release
+// unmaps the memory.
+func Load(path string) (*Library, error) {
+	h, err := dynlib.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	s := &SparseLt{d: d, path: path, plans: make(map[ltKey]*SparseLtPlan)}
+	s := &Library{path: path, plans: make(map[key]*Plan)}
 	f := &s.fn
-	syms := []symbol{
-		sym(&f.init, "cusparseLtInit"),
-		sym(&f.destroy, "cusparseLtDestroy"),
-		sym(&f.getVersion, "cusparseLtGetVersion"),
-		sym(&f.denseInit, "cusparseLtDenseDescriptorInit"),
-		sym(&f.structInit, "cusparseLtStructuredDescriptorInit"),
-		sym(&f.matDestroy, "cusparseLtMatDescriptorDestroy"),
-		sym(&f.matmulInit, "cusparseLtMatmulDescriptorInit"),
-		sym(&f.algInit, "cusparseLtMatmulAlgSelectionInit"),
-		sym(&f.planInit, "cusparseLtMatmulPlanInit"),
-		sym(&f.planDestroy, "cusparseLtMatmulPlanDestroy"),
-		sym(&f.workspace, "cusparseLtMatmulGetWorkspace"),
-		sym(&f.compSize2, "cusparseLtSpMMACompressedSize2"),
-		sym(&f.compress2, "cusparseLtSpMMACompress2"),
-		sym(&f.matmul, "cusparseLtMatmul"),
-		sym(&f.search, "cusparseLtMatmulSearch"),
+	syms := []dynlib.Symbol{
+		dynlib.Sym(&f.init, "cusparseLtInit"),
+		dynlib.Sym(&f.destroy, "cusparseLtDestroy"),
+		dynlib.Sym(&f.getVersion, "cusparseLtGetVersion"),
+		dynlib.Sym(&f.denseInit, "cusparseLtDenseDescriptorInit"),
+		dynlib.Sym(&f.structInit, "cusparseLtStructuredDescriptorInit"),
+		dynlib.Sym(&f.matDestroy, "cusparseLtMatDescriptorDestroy"),
+		dynlib.Sym(&f.matmulInit, "cusparseLtMatmulDescriptorInit"),
+		dynlib.Sym(&f.algInit, "cusparseLtMatmulAlgSelectionInit"),
+		dynlib.Sym(&f.planInit, "cusparseLtMatmulPlanInit"),
+		dynlib.Sym(&f.planDestroy, "cusparseLtMatmulPlanDestroy"),
+		dynlib.Sym(&f.workspace, "cusparseLtMatmulGetWorkspace"),
+		dynlib.Sym(&f.compSize2, "cusparseLtSpMMACompressedSize2"),
+		dynlib.Sym(&f.compress2, "cusparseLtSpMMACompress2"),
+		dynlib.Sym(&f.matmul, "cusparseLtMatmul"),
+		dynlib.Sym(&f.search, "cusparseLtMatmulSearch"),
 	}
-	if err := bindAll(h, path, syms); err != nil {
+	if err := dynlib.BindAll(h, path, syms); err != nil {
 		return nil, err
 	}
 	// Optional: names for errors, and the destructor of 0.7 and newer.
-	_ = bind(h, path, sym(&f.errorName, "cusparseLtGetErrorName"))
-	_ = bind(h, path, sym(&f.algDestroy, "cusparseLtMatmulAlgSelectionDestroy"))
+	_ = dynlib.Bind(h, path, dynlib.Sym(&f.errorName, "cusparseLtGetErrorName"))
+	_ = dynlib.Bind(h, path, dynlib.Sym(&f.algDestroy, "cusparseLtMatmulAlgSelectionDestroy"))
 
-	host, err := mapHost(spHostBytes)
+	host, err := mapHost(hostBytes)
 	if err != nil {
 		return nil, err
 	}
 	s.host = host
 	s.handle = addr(host, 0)
-	err = d.do(func() error {
-		if err := s.check("cusparseLtInit", f.init(s.handle)); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		var v int32
-		if err := s.check("cusparseLtGetVersion", f.getVersion(s.handle, &v)); err != nil {
-			return errors.Join(fmt.Errorf("%s: %w", path, err), s.check("cusparseLtDestroy", f.destroy(s.handle)))
-		}
-		if v < spMinVersion {
-			return errors.Join(fmt.Errorf("%s: version %s is older than %s", path, sparseLtVersionString(int(v)),
-				sparseLtVersionString(spMinVersion)), s.check("cusparseLtDestroy", f.destroy(s.handle)))
-		}
-		s.version = int(v)
-		*(*float32)(unsafe.Pointer(&host[spHostAlpha])) = 1
-		*(*float32)(unsafe.Pointer(&host[spHostBeta])) = 0
-		*(*uintptr)(unsafe.Pointer(&host[spHostStream])) = d.stream
-		return nil
-	})
-	if err != nil {
-		return nil, errors.Join(err, unix.Munmap(host))
-	}
 	return s, nil
 }
 
-// sparseLtVersionString formats cusparseLtGetVersion's number: 800 → "0.8.0".
-func sparseLtVersionString(v int) string {
+// Init initialises the library's handle for work on stream, in the
+// current context, and checks its version (at least [MinVersion]). On
+// failure the handle is destroyed again; Release the library.
+func (s *Library) Init(stream cuda.Stream) error {
+	f, path := &s.fn, s.path
+	if err := s.check("cusparseLtInit", f.init(s.handle)); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var v int32
+	if err := s.check("cusparseLtGetVersion", f.getVersion(s.handle, &v)); err != nil {
+		return errors.Join(fmt.Errorf("%s: %w", path, err), s.check("cusparseLtDestroy", f.destroy(s.handle)))
+	}
+	if v < MinVersion {
+		return errors.Join(fmt.Errorf("%s: version %s is older than %s", path, VersionString(int(v)),
+			VersionString(MinVersion)), s.check("cusparseLtDestroy", f.destroy(s.handle)))
+	}
+	s.version = int(v)
+	s.inited = true
+	*(*float32)(unsafe.Pointer(&s.host[hostAlpha])) = 1
+	*(*float32)(unsafe.Pointer(&s.host[hostBeta])) = 0
+	*(*uintptr)(unsafe.Pointer(&s.host[hostStream])) = uintptr(stream)
+	return nil
+}
+
+// VersionString formats cusparseLtGetVersion's number: 800 → "0.8.0".
+func VersionString(v int) string {
 	return fmt.Sprintf("%d.%d.%d", v/1000, v%1000/100, v%100)
 }
 
@@ -200,18 +197,18 @@ func mapHost(n int) ([]byte, error) {
 func addr(b []byte, off int) uintptr { return uintptr(unsafe.Pointer(&b[off])) }
 
 // Version returns the library's version number, e.g. 800 for 0.8.0.
-func (s *SparseLt) Version() int { return s.version }
+func (s *Library) Version() int { return s.version }
 
 // Path returns the file the library was loaded from.
-func (s *SparseLt) Path() string { return s.path }
+func (s *Library) Path() string { return s.path }
 
 // String says which cuSPARSELt is in use, e.g. "cuSPARSELt 0.8.0 (/path)".
-func (s *SparseLt) String() string {
-	return fmt.Sprintf("cuSPARSELt %s (%s)", sparseLtVersionString(s.version), s.path)
+func (s *Library) String() string {
+	return fmt.Sprintf("cuSPARSELt %s (%s)", VersionString(s.version), s.path)
 }
 
-// check turns a cusparseStatus_t into nil or a *CUDAError.
-func (s *SparseLt) check(op string, status int32) error {
+// check turns a cusparseStatus_t into nil or an *Error.
+func (s *Library) check(op string, status int32) error {
 	if status == 0 {
 		return nil
 	}
@@ -222,92 +219,60 @@ func (s *SparseLt) check(op string, status int32) error {
 	if name == "" {
 		name = fmt.Sprintf("CUSPARSE_STATUS_%d", status)
 	}
-	return &CUDAError{Op: op, Code: int(status), Name: name}
+	return &Error{Op: op, Status: int(status), Name: name}
 }
 
-// do runs fn on the device's thread with the mutex held, after checking
-// that s is open.
-func (s *SparseLt) do(fn func() error) error {
-	if s == nil {
-		return fmt.Errorf("%w: nil SparseLt", ErrClosed)
+// Destroy destroys the plans and the handle, in the current context.
+func (s *Library) Destroy() error {
+	var errs []error
+	for k, p := range s.plans {
+		errs = append(errs, p.destroy())
+		delete(s.plans, k)
 	}
-	return s.d.do(func() error {
-		if s.closed {
-			return fmt.Errorf("%w: cuSPARSELt was closed", ErrClosed)
-		}
-		return fn()
-	})
+	if s.inited {
+		s.inited = false
+		errs = append(errs, s.check("cusparseLtDestroy", s.fn.destroy(s.handle)))
+	}
+	return errors.Join(errs...)
 }
 
-// Close destroys the cached plans and the library handle and frees the
-// workspace. Calling it again does nothing.
-func (s *SparseLt) Close() error {
-	if s == nil {
+// Release unmaps the library's host memory; it needs no context and is
+// the last call on s. Calling it again does nothing.
+func (s *Library) Release() error {
+	if s.host == nil {
 		return nil
 	}
-	err := s.d.do(func() error {
-		if s.closed {
-			return nil
-		}
-		s.closed = true
-		var errs []error
-		for key, p := range s.plans {
-			errs = append(errs, p.destroy())
-			delete(s.plans, key)
-		}
-		if s.ws != nil && s.ws.ptr != 0 {
-			errs = append(errs, s.d.free(s.ws))
-		}
-		errs = append(errs, s.check("cusparseLtDestroy", s.fn.destroy(s.handle)))
-		return errors.Join(errs...)
-	})
-	if errors.Is(err, ErrClosed) {
-		// The Device was closed first: its context and buffers are gone.
-		err = nil
-	}
-	if s.host != nil {
-		err = errors.Join(err, unix.Munmap(s.host))
-		s.host = nil
-	}
+	err := unix.Munmap(s.host)
+	s.host = nil
 	return err
 }
 
 // weightDescriptor initialises, in mat, the structured descriptor of a
 // 2:4 weight W [n][k] row-major of type dt, as every plan and the
 // compression see it.
-func (s *SparseLt) weightDescriptor(mat uintptr, dt DType, n, k int) error {
+func (s *Library) weightDescriptor(mat uintptr, dt cuda.DataType, n, k int) error {
 	return s.check("cusparseLtStructuredDescriptorInit", s.fn.structInit(s.handle, mat, int64(n), int64(k), int64(k),
-		spAlignment, dt.cudaDataType(), spOrderRow, spSparsity50))
+		alignment, int32(dt), orderRow, sparsity50))
 }
 
 // CompressedSize returns the bytes of the compressed form of a 2:4
-// weight n×k of type dt, the size of the destination of
-// [SparseLt.Compress].
-func (s *SparseLt) CompressedSize(dt DType, n, k int) (int64, error) {
-	size, _, err := s.compressedSize(dt, n, k)
-	return size, err
-}
-
-func (s *SparseLt) compressedSize(dt DType, n, k int) (size, scratch int64, err error) {
-	if err := checkDims("SparseLt.CompressedSize", dt, 1, n, k); err != nil {
-		return 0, 0, err
-	}
-	err = s.do(func() error {
-		return s.withWeightDescriptor(dt, n, k, func(mat uintptr) error {
-			var c, b uint64
-			if err := s.check("cusparseLtSpMMACompressedSize2", s.fn.compSize2(s.handle, mat, &c, &b)); err != nil {
-				return err
-			}
-			size, scratch = int64(c), int64(b)
-			return nil
-		})
+// weight n×k of type dt (the size of [Library.Compress]'s destination)
+// and of the device scratch the compression needs.
+func (s *Library) CompressedSize(dt cuda.DataType, n, k int) (size, scratch int64, err error) {
+	err = s.withWeightDescriptor(dt, n, k, func(mat uintptr) error {
+		var c, b uint64
+		if err := s.check("cusparseLtSpMMACompressedSize2", s.fn.compSize2(s.handle, mat, &c, &b)); err != nil {
+			return err
+		}
+		size, scratch = int64(c), int64(b)
+		return nil
 	})
 	return size, scratch, err
 }
 
 // withWeightDescriptor runs fn with a temporary weight descriptor.
-func (s *SparseLt) withWeightDescriptor(dt DType, n, k int, fn func(mat uintptr) error) error {
-	host, err := mapHost(spObjectBytes)
+func (s *Library) withWeightDescriptor(dt cuda.DataType, n, k int, fn func(mat uintptr) error) error {
+	host, err := mapHost(objectBytes)
 	if err != nil {
 		return err
 	}
@@ -319,70 +284,13 @@ func (s *SparseLt) withWeightDescriptor(dt DType, n, k int, fn func(mat uintptr)
 	return errors.Join(err, s.check("cusparseLtMatDescriptorDestroy", s.fn.matDestroy(mat)), unix.Munmap(host))
 }
 
-// Compress writes into dst the library's compressed form of the weight w
-// [n][k] (row-major, type dt), which must already be 2:4 along k (as
-// sfsurgery prunes it). dst holds at least CompressedSize bytes. The
-// compression runs on the GPU, on the device's stream.
-func (s *SparseLt) Compress(dst, w *Buffer, dt DType, n, k int) error {
-	const op = "SparseLt.Compress"
-	if err := checkDims(op, dt, 1, n, k); err != nil {
-		return err
-	}
-	wBytes, err := size(n, k, 2)
-	if err != nil {
-		return err
-	}
-	cBytes, scratchBytes, err := s.compressedSize(dt, n, k)
-	if err != nil {
-		return err
-	}
-	return s.do(func() error {
-		if err := s.d.operands(op, operand{dst, "dst", cBytes}, operand{w, "w", wBytes}); err != nil {
-			return err
-		}
-		var scratch *Buffer
-		if scratchBytes > 0 {
-			if scratch, err = s.d.alloc(scratchBytes); err != nil {
-				return err
-			}
-		}
-		err := s.withWeightDescriptor(dt, n, k, func(mat uintptr) error {
-			var sp uint64
-			if scratch != nil {
-				sp = scratch.ptr
-			}
-			return s.check("cusparseLtSpMMACompress2",
-				s.fn.compress2(s.handle, mat, 1, spOpN, w.ptr, dst.ptr, sp, s.d.stream))
-		})
-		if scratch != nil {
-			// The stream must finish with the scratch before it is freed.
-			err = errors.Join(err, s.d.drv.check("cuCtxSynchronize", s.d.drv.cuCtxSynchronize()), s.d.free(scratch))
-		}
-		return err
+// Compress queues on stream the compression of the weight w [n][k]
+// (row-major, type dt, already 2:4 along k) into dst, which holds the
+// first size of [Library.CompressedSize]; scratch holds its second (0
+// when that is 0), and must outlive the compression.
+func (s *Library) Compress(dst, w, scratch cuda.DevicePtr, dt cuda.DataType, n, k int, stream cuda.Stream) error {
+	return s.withWeightDescriptor(dt, n, k, func(mat uintptr) error {
+		return s.check("cusparseLtSpMMACompress2",
+			s.fn.compress2(s.handle, mat, 1, opN, uint64(w), uint64(dst), uint64(scratch), uintptr(stream)))
 	})
-}
-
-// workspace returns a workspace of at least n bytes (nil for 0). It runs
-// with the mutex held.
-func (s *SparseLt) workspace(n int64) (*Buffer, error) {
-	if n == 0 {
-		return nil, nil
-	}
-	if s.ws != nil && s.ws.ptr != 0 && s.ws.n >= n {
-		return s.ws, nil
-	}
-	if s.ws != nil && s.ws.ptr != 0 {
-		if err := s.d.drv.check("cuCtxSynchronize", s.d.drv.cuCtxSynchronize()); err != nil {
-			return nil, err
-		}
-		if err := s.d.free(s.ws); err != nil {
-			return nil, err
-		}
-	}
-	ws, err := s.d.alloc(n)
-	if err != nil {
-		return nil, fmt.Errorf("cuSPARSELt workspace: %w", err)
-	}
-	s.ws = ws
-	return ws, nil
 }

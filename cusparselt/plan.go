@@ -1,34 +1,42 @@
-package kernels
+package cusparselt
 
 import (
 	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
-// Objects of one plan, at these multiples of spObjectBytes in its host
+// Objects of one plan, at these multiples of objectBytes in its host
 // memory.
 const (
-	spObjA = iota
-	spObjB
-	spObjC
-	spObjMatmul
-	spObjAlg
-	spObjPlan
-	spObjects
+	objA = iota
+	objB
+	objC
+	objMatmul
+	objAlg
+	objPlan
+	objects
 )
 
-// SparseLtPlan is a cuSPARSELt product y = x · Wᵀ of one data type and
-// shape, planned once: y [m][n] of the input type (the library's
-// combinations for 16-bit inputs have no float32 output: a float32 C is
-// refused for BF16 and, on an H200 with 0.8.0, accepted for F16 but
-// failed in the search with an illegal instruction), x [Rows][k] of type dt,
-// W the compressed weight of [SparseLt.Compress]. Plans are cached by
-// [SparseLt.Plan] and released by [SparseLt.Close].
-type SparseLtPlan struct {
-	s        *SparseLt
-	dt       DType
+// key identifies a cached plan: data type and sizes.
+type key struct {
+	dt      cuda.DataType
+	m, n, k int
+}
+
+// Plan is a cuSPARSELt product y = x · Wᵀ of one data type and shape,
+// planned once: y [m][n] of the input type (the library's combinations
+// for 16-bit inputs have no float32 output: a float32 C is refused for
+// BF16 and, on an H200 with 0.8.0, accepted for F16 but failed in the
+// search with an illegal instruction), x [Rows][k] of type dt, W the
+// compressed weight of [Library.Compress]. Plans are cached by
+// [Library.Plan] and destroyed by [Library.Destroy].
+type Plan struct {
+	s        *Library
+	dt       cuda.DataType
 	m, n, k  int
 	rows     int // m, or m rounded up when the library needs it
 	outBytes int
@@ -42,14 +50,23 @@ type SparseLtPlan struct {
 // rounded up to a multiple of 8 or 16 when the library does not take m
 // itself (as PyTorch pads). x and y must hold that many rows; the extra
 // rows of y are computed from the extra rows of x.
-func (p *SparseLtPlan) Rows() int { return p.rows }
+func (p *Plan) Rows() int { return p.rows }
+
+// Shape returns the plan's n and k (W's rows and columns).
+func (p *Plan) Shape() (n, k int) { return p.n, p.k }
 
 // OutputBytes returns the size of an element of y: 2, the input type.
-func (p *SparseLtPlan) OutputBytes() int { return p.outBytes }
+func (p *Plan) OutputBytes() int { return p.outBytes }
 
-// Searched reports whether [SparseLtPlan.Search] has chosen the plan's
-// algorithm.
-func (p *SparseLtPlan) Searched() bool { return p.searched }
+// Searched reports whether [Plan.Search] has chosen the plan's algorithm.
+func (p *Plan) Searched() bool { return p.searched }
+
+// Released reports whether the plan's objects were destroyed.
+func (p *Plan) Released() bool { return p.host == nil }
+
+// WorkspaceBytes returns the device workspace the plan's products need
+// (0: none).
+func (p *Plan) WorkspaceBytes() int64 { return p.wsBytes }
 
 // Plan returns the plan of y[m][n] = x[m][k] · W[n][k]ᵀ for inputs of
 // type dt, creating and caching it on first use. Seen on an H200 with
@@ -57,37 +74,28 @@ func (p *SparseLtPlan) Searched() bool { return p.searched }
 // F16 plan is made, but its Search fails with
 // CUSPARSE_STATUS_INTERNAL_ERROR and leaves an illegal-instruction error
 // that poisons the CUDA context, so callers should not search F16 plans
-// on that library until that is understood. W is row-major with its
-// 2:4 groups along k; x and y are row-major. In the library's terms: A =
-// W (structured, row-major n×k, not transposed), B = x seen as row-major
-// m×k, transposed, and C = D = y seen as column-major n×m.
-func (s *SparseLt) Plan(dt DType, m, n, k int) (*SparseLtPlan, error) {
-	if err := checkDims("SparseLt.Plan", dt, m, n, k); err != nil {
-		return nil, err
+// on that library. W is row-major with its 2:4 groups along k; x and y
+// are row-major. In the library's terms: A = W (structured, row-major
+// n×k, not transposed), B = x seen as row-major m×k, transposed, and C =
+// D = y seen as column-major n×m.
+func (s *Library) Plan(dt cuda.DataType, m, n, k int) (*Plan, error) {
+	key := key{dt, m, n, k}
+	if cached, ok := s.plans[key]; ok {
+		return cached, nil
 	}
-	var p *SparseLtPlan
-	err := s.do(func() error {
-		key := ltKey{dt, m, n, k}
-		if cached, ok := s.plans[key]; ok {
-			p = cached
-			return nil
+	var errs []error
+	for _, rows := range planRows(m) {
+		q, err := s.newPlan(dt, m, n, k, rows, 2)
+		if err == nil {
+			s.plans[key] = q
+			return q, nil
 		}
-		var errs []error
-		for _, rows := range planRows(m) {
-			q, err := s.newPlan(dt, m, n, k, rows, 2)
-			if err == nil {
-				s.plans[key] = q
-				p = q
-				return nil
-			}
-			errs = append(errs, err)
-			if !retryable(err) {
-				return errors.Join(errs...)
-			}
+		errs = append(errs, err)
+		if !retryable(err) {
+			return nil, errors.Join(errs...)
 		}
-		return fmt.Errorf("cuSPARSELt has no plan for %v m=%d n=%d k=%d: %w", dt, m, n, k, errors.Join(errs...))
-	})
-	return p, err
+	}
+	return nil, fmt.Errorf("cuSPARSELt has no plan for %v m=%d n=%d k=%d: %w", dt, m, n, k, errors.Join(errs...))
 }
 
 // planRows lists the row counts tried for m: m itself, then m rounded up
@@ -107,18 +115,18 @@ func planRows(m int) []int {
 // CUSPARSE_STATUS_NOT_SUPPORTED or INVALID_VALUE), not a failure of the
 // host memory.
 func retryable(err error) bool {
-	var ce *CUDAError
-	return errors.As(err, &ce)
+	var e *Error
+	return errors.As(err, &e)
 }
 
 // newPlan initialises every object of a plan; on failure it releases
-// what it made. It runs with the mutex held.
-func (s *SparseLt) newPlan(dt DType, m, n, k, rows, outBytes int) (*SparseLtPlan, error) {
-	host, err := mapHost(spObjects * spObjectBytes)
+// what it made.
+func (s *Library) newPlan(dt cuda.DataType, m, n, k, rows, outBytes int) (*Plan, error) {
+	host, err := mapHost(objects * objectBytes)
 	if err != nil {
 		return nil, err
 	}
-	p := &SparseLtPlan{s: s, dt: dt, m: m, n: n, k: k, rows: rows, outBytes: outBytes, host: host}
+	p := &Plan{s: s, dt: dt, m: m, n: n, k: k, rows: rows, outBytes: outBytes, host: host}
 	if err := p.init(); err != nil {
 		return nil, errors.Join(err, p.destroy())
 	}
@@ -127,36 +135,36 @@ func (s *SparseLt) newPlan(dt DType, m, n, k, rows, outBytes int) (*SparseLtPlan
 
 // init initialises the plan's objects in order, counting them in
 // p.inited, and reads its workspace size.
-func (p *SparseLtPlan) init() error {
-	s, dt, n, k, rows, outBytes := p.s, p.dt, p.n, p.k, p.rows, p.outBytes
+func (p *Plan) init() error {
+	s, n, k, rows, outBytes := p.s, p.n, p.k, p.rows, p.outBytes
 	f, h := &s.fn, s.handle
-	t := dt.cudaDataType()
+	t := int32(p.dt)
 	outType := t
 	if outBytes == 4 {
-		outType = cudaR32F
+		outType = int32(cuda.R32F)
 	}
 	steps := []struct {
 		op  string
 		run func() int32
 	}{
 		{"cusparseLtStructuredDescriptorInit(A)", func() int32 {
-			return f.structInit(h, p.obj(spObjA), int64(n), int64(k), int64(k), spAlignment, t, spOrderRow, spSparsity50)
+			return f.structInit(h, p.obj(objA), int64(n), int64(k), int64(k), alignment, t, orderRow, sparsity50)
 		}},
 		{"cusparseLtDenseDescriptorInit(B)", func() int32 {
-			return f.denseInit(h, p.obj(spObjB), int64(rows), int64(k), int64(k), spAlignment, t, spOrderRow)
+			return f.denseInit(h, p.obj(objB), int64(rows), int64(k), int64(k), alignment, t, orderRow)
 		}},
 		{"cusparseLtDenseDescriptorInit(C)", func() int32 {
-			return f.denseInit(h, p.obj(spObjC), int64(n), int64(rows), int64(n), spAlignment, outType, spOrderCol)
+			return f.denseInit(h, p.obj(objC), int64(n), int64(rows), int64(n), alignment, outType, orderCol)
 		}},
 		{"cusparseLtMatmulDescriptorInit", func() int32 {
-			return f.matmulInit(h, p.obj(spObjMatmul), spOpN, spOpT, p.obj(spObjA), p.obj(spObjB), p.obj(spObjC),
-				p.obj(spObjC), spCompute32F)
+			return f.matmulInit(h, p.obj(objMatmul), opN, opT, p.obj(objA), p.obj(objB), p.obj(objC),
+				p.obj(objC), compute32F)
 		}},
 		{"cusparseLtMatmulAlgSelectionInit", func() int32 {
-			return f.algInit(h, p.obj(spObjAlg), p.obj(spObjMatmul), spAlgDefault)
+			return f.algInit(h, p.obj(objAlg), p.obj(objMatmul), algDefault)
 		}},
 		{"cusparseLtMatmulPlanInit", func() int32 {
-			return f.planInit(h, p.obj(spObjPlan), p.obj(spObjMatmul), p.obj(spObjAlg))
+			return f.planInit(h, p.obj(objPlan), p.obj(objMatmul), p.obj(objAlg))
 		}},
 	}
 	for _, st := range steps {
@@ -169,12 +177,12 @@ func (p *SparseLtPlan) init() error {
 }
 
 // obj returns the address of object i of the plan.
-func (p *SparseLtPlan) obj(i int) uintptr { return addr(p.host, i*spObjectBytes) }
+func (p *Plan) obj(i int) uintptr { return addr(p.host, i*objectBytes) }
 
 // readWorkspace asks the library for the plan's workspace size.
-func (p *SparseLtPlan) readWorkspace() error {
+func (p *Plan) readWorkspace() error {
 	var ws uint64
-	if err := p.s.check("cusparseLtMatmulGetWorkspace", p.s.fn.workspace(p.s.handle, p.obj(spObjPlan), &ws)); err != nil {
+	if err := p.s.check("cusparseLtMatmulGetWorkspace", p.s.fn.workspace(p.s.handle, p.obj(objPlan), &ws)); err != nil {
 		return err
 	}
 	p.wsBytes = int64(ws)
@@ -182,21 +190,20 @@ func (p *SparseLtPlan) readWorkspace() error {
 }
 
 // destroy releases the plan's objects in reverse order and its memory.
-// It runs with the mutex held.
-func (p *SparseLtPlan) destroy() error {
+func (p *Plan) destroy() error {
 	if p.host == nil {
 		return nil
 	}
 	f := &p.s.fn
 	var errs []error
-	if p.inited > spObjPlan {
-		errs = append(errs, p.s.check("cusparseLtMatmulPlanDestroy", f.planDestroy(p.obj(spObjPlan))))
+	if p.inited > objPlan {
+		errs = append(errs, p.s.check("cusparseLtMatmulPlanDestroy", f.planDestroy(p.obj(objPlan))))
 	}
-	if p.inited > spObjAlg && f.algDestroy != nil {
-		errs = append(errs, p.s.check("cusparseLtMatmulAlgSelectionDestroy", f.algDestroy(p.obj(spObjAlg))))
+	if p.inited > objAlg && f.algDestroy != nil {
+		errs = append(errs, p.s.check("cusparseLtMatmulAlgSelectionDestroy", f.algDestroy(p.obj(objAlg))))
 	}
 	// The matmul descriptor has no destructor in the C API.
-	for _, i := range []int{spObjC, spObjB, spObjA} {
+	for _, i := range []int{objC, objB, objA} {
 		if p.inited > i {
 			errs = append(errs, p.s.check("cusparseLtMatDescriptorDestroy", f.matDestroy(p.obj(i))))
 		}
@@ -207,77 +214,24 @@ func (p *SparseLtPlan) destroy() error {
 	return errors.Join(errs...)
 }
 
-// operands checks the buffers of a product of p. It runs with the mutex
-// held.
-func (p *SparseLtPlan) operands(op string, y, x, w *Buffer) (wBytes int64, err error) {
-	need, err := sizes([3]int{p.rows, p.n, p.outBytes}, [3]int{p.rows, p.k, 2}, [3]int{p.n, p.k, 1})
-	if err != nil {
-		return 0, err
-	}
-	// The compressed weight holds at least the kept half of the values.
-	if err := p.s.d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]},
-		operand{w, "w", need[2]}); err != nil {
-		return 0, err
-	}
-	return need[2], nil
-}
-
 // Search times the library's algorithms for this plan on the given
 // operands (it runs the product several times, writing y) and keeps the
-// fastest in the plan. It runs once: later calls return at once, so that
-// the search is paid once per shape, never per product.
-func (p *SparseLtPlan) Search(y, x, w *Buffer) error {
-	const op = "SparseLtPlan.Search"
-	return p.s.do(func() error {
-		if p.host == nil {
-			return fmt.Errorf("%w: plan was released", ErrClosed)
-		}
-		if p.searched {
-			return nil
-		}
-		if _, err := p.operands(op, y, x, w); err != nil {
-			return err
-		}
-		ws, err := p.s.workspace(p.wsBytes)
-		if err != nil {
-			return err
-		}
-		s := p.s
-		if err := s.check("cusparseLtMatmulSearch", s.fn.search(s.handle, p.obj(spObjPlan), addr(s.host, spHostAlpha),
-			w.ptr, x.ptr, addr(s.host, spHostBeta), y.ptr, y.ptr, bufPtr(ws), addr(s.host, spHostStream), 1)); err != nil {
-			return err
-		}
-		p.searched = true
-		// The chosen algorithm may need another workspace size.
-		return p.readWorkspace()
-	})
-}
-
-// Matmul queues y = x · Wᵀ with the plan, on the device's stream; w is
-// the weight compressed by [SparseLt.Compress]. x and y hold Rows rows.
-func (p *SparseLtPlan) Matmul(y, x, w *Buffer) error {
-	const op = "SparseLtPlan.Matmul"
-	return p.s.do(func() error {
-		if p.host == nil {
-			return fmt.Errorf("%w: plan was released", ErrClosed)
-		}
-		if _, err := p.operands(op, y, x, w); err != nil {
-			return err
-		}
-		ws, err := p.s.workspace(p.wsBytes)
-		if err != nil {
-			return err
-		}
-		s := p.s
-		return s.check("cusparseLtMatmul", s.fn.matmul(s.handle, p.obj(spObjPlan), addr(s.host, spHostAlpha),
-			w.ptr, x.ptr, addr(s.host, spHostBeta), y.ptr, y.ptr, bufPtr(ws), addr(s.host, spHostStream), 1))
-	})
-}
-
-// bufPtr returns b's device pointer, or 0 for nil.
-func bufPtr(b *Buffer) uint64 {
-	if b == nil {
-		return 0
+// fastest; ws holds WorkspaceBytes (0 when that is 0). The chosen
+// algorithm may need another workspace size: read WorkspaceBytes again.
+func (p *Plan) Search(y, x, w, ws cuda.DevicePtr) error {
+	s := p.s
+	if err := s.check("cusparseLtMatmulSearch", s.fn.search(s.handle, p.obj(objPlan), addr(s.host, hostAlpha),
+		uint64(w), uint64(x), addr(s.host, hostBeta), uint64(y), uint64(y), uint64(ws), addr(s.host, hostStream), 1)); err != nil {
+		return err
 	}
-	return b.ptr
+	p.searched = true
+	return p.readWorkspace()
+}
+
+// Matmul queues y = x · Wᵀ with the plan, on the library's stream; w is
+// the weight compressed by [Library.Compress], ws holds WorkspaceBytes.
+func (p *Plan) Matmul(y, x, w, ws cuda.DevicePtr) error {
+	s := p.s
+	return s.check("cusparseLtMatmul", s.fn.matmul(s.handle, p.obj(objPlan), addr(s.host, hostAlpha),
+		uint64(w), uint64(x), addr(s.host, hostBeta), uint64(y), uint64(y), uint64(ws), addr(s.host, hostStream), 1))
 }

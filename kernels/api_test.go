@@ -3,11 +3,10 @@ package kernels
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"unsafe"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 func TestOpenWithoutDriver(t *testing.T) {
@@ -229,59 +228,24 @@ func TestNilAndClosed(t *testing.T) {
 	}
 }
 
-func TestCublasLtCandidates(t *testing.T) {
-	if got := cublasLtCandidates("/x/libcublasLt.so.13", "", ""); len(got) != 1 || got[0] != "/x/libcublasLt.so.13" {
-		t.Errorf("with SFSURGERY_CUBLASLT: %v", got)
-	}
-	venv := t.TempDir()
-	lib := filepath.Join(venv, "lib", "python3.12", "site-packages", "nvidia", "cu13", "lib")
-	if err := os.MkdirAll(lib, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"libcublasLt.so.12", "libcublasLt.so.13"} {
-		if err := os.WriteFile(filepath.Join(lib, f), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := cublasLtCandidates("", "", venv)
-	if len(got) < 5 || got[0] != "libcublasLt.so.13" {
-		t.Fatalf("candidates = %v", got)
-	}
-	if got[3] != filepath.Join(lib, "libcublasLt.so.13") || got[4] != filepath.Join(lib, "libcublasLt.so.12") {
-		t.Errorf("wheel candidates = %v", got[3:5])
-	}
-}
-
-func TestHeuristicResultSize(t *testing.T) {
-	if s := unsafe.Sizeof(ltHeuristic{}); s != 96 {
-		t.Fatalf("sizeof(cublasLtMatmulHeuristicResult_t) = %d, want 96", s)
-	}
-	if s := unsafe.Sizeof(kernelParams{}); s != 2*8*maxKernelArgs {
-		t.Fatalf("kernelParams is %d bytes", s)
-	}
-}
-
 func TestInfoString(t *testing.T) {
 	i := Info{Name: "NVIDIA H100 80GB HBM3", Major: 9, Minor: 0, SMs: 132, MemBytes: 85 << 30, Driver: 13000}
 	if got, want := i.String(), "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 85.0 GiB, driver 13.0)"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
-	if got := driverString(12080); got != "12.8" {
-		t.Errorf("driverString(12080) = %q", got)
-	}
 }
 
 func TestErrors(t *testing.T) {
-	ce := &CUDAError{Op: "cuMemAlloc_v2", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY"}
+	ce := &cuda.Error{Op: "cuMemAlloc_v2", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY"}
 	err := wrap(ce)
-	var got *CUDAError
+	var got *cuda.Error
 	if !errors.As(err, &got) || got.Code != 2 {
 		t.Fatalf("errors.As(%v) failed", err)
 	}
 	if want := "kernels: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2)"; err.Error() != want {
 		t.Errorf("got %q, want %q", err, want)
 	}
-	u := unavailable("cuInit failed", &CUDAError{Op: "cuInit", Code: 100, Name: "CUDA_ERROR_NO_DEVICE"})
+	u := unavailable("cuInit failed", &cuda.Error{Op: "cuInit", Code: 100, Name: "CUDA_ERROR_NO_DEVICE"})
 	if !errors.Is(u, ErrUnavailable) || !errors.As(u, &got) || got.Code != 100 {
 		t.Errorf("unavailable does not wrap both: %v", u)
 	}

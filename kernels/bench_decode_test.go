@@ -64,7 +64,7 @@ func copyPrefix(d *Device, dst, src *Buffer, n int64) error {
 		if err := d.operands("copyPrefix", operand{dst, "dst", n}, operand{src, "src", n}); err != nil {
 			return err
 		}
-		return d.drv.check("cuMemcpyDtoDAsync_v2", d.drv.cuMemcpyDtoDA(dst.ptr, src.ptr, uint64(n), d.stream))
+		return d.drv.MemcpyDtoDAsync(dst.ptr, src.ptr, n, d.stream)
 	})
 }
 

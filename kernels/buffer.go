@@ -1,12 +1,16 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
+)
 
 // Buffer is a block of device memory owned by a [Device]. Free it with
 // [Buffer.Free]; [Device.Close] frees the buffers still allocated.
 type Buffer struct {
 	d   *Device
-	ptr uint64 // CUdeviceptr; 0 once freed
+	ptr cuda.DevicePtr // 0 once freed
 	n   int64
 }
 
@@ -35,8 +39,8 @@ func (d *Device) Alloc(n int64) (*Buffer, error) {
 
 // alloc allocates with the context current and the mutex held.
 func (d *Device) alloc(n int64) (*Buffer, error) {
-	var p uint64
-	if err := d.drv.check("cuMemAlloc_v2", d.drv.cuMemAlloc(&p, uint64(n))); err != nil {
+	p, err := d.drv.MemAlloc(n)
+	if err != nil {
 		return nil, fmt.Errorf("allocating %d bytes: %w", n, err)
 	}
 	b := &Buffer{d: d, ptr: p, n: n}
@@ -55,7 +59,7 @@ func (d *Device) Upload(src []byte) (*Buffer, error) {
 		if b, err = d.alloc(int64(len(src))); err != nil {
 			return err
 		}
-		if err = d.drv.check("cuMemcpyHtoD_v2", d.drv.cuMemcpyHtoD(b.ptr, src, uint64(len(src)))); err != nil {
+		if err = d.drv.MemcpyHtoD(b.ptr, src); err != nil {
 			d.free(b)
 			b = nil
 			return fmt.Errorf("uploading %d bytes: %w", len(src), err)
@@ -78,7 +82,7 @@ func (b *Buffer) Download(dst []byte) error {
 		if b.ptr == 0 {
 			return fmt.Errorf("%w: buffer was freed", ErrClosed)
 		}
-		if err := b.d.drv.check("cuMemcpyDtoH_v2", b.d.drv.cuMemcpyDtoH(dst, b.ptr, uint64(len(dst)))); err != nil {
+		if err := b.d.drv.MemcpyDtoH(dst, b.ptr); err != nil {
 			return fmt.Errorf("downloading %d bytes: %w", len(dst), err)
 		}
 		return nil
@@ -101,7 +105,7 @@ func (b *Buffer) Free() error {
 
 // free releases b with the context current and the mutex held.
 func (d *Device) free(b *Buffer) error {
-	err := d.drv.check("cuMemFree_v2", d.drv.cuMemFree(b.ptr))
+	err := d.drv.MemFree(b.ptr)
 	b.ptr = 0
 	delete(d.bufs, b)
 	return err
@@ -113,7 +117,7 @@ func (b *Buffer) memset(v byte) error {
 		if b.ptr == 0 {
 			return fmt.Errorf("%w: buffer was freed", ErrClosed)
 		}
-		return b.d.drv.check("cuMemsetD8_v2", b.d.drv.cuMemsetD8(b.ptr, v, uint64(b.n)))
+		return b.d.drv.MemsetD8(b.ptr, v, b.n)
 	})
 }
 

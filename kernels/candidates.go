@@ -20,12 +20,9 @@ func (d *Device) DenseCandidates(dt DType, m, n, k int) (int, error) {
 		if d.lt == nil {
 			return nil
 		}
-		p, err := d.lt.plan(ltKey{dt, m, n, k})
-		if err != nil {
-			return err
-		}
-		count = len(p.algos)
-		return nil
+		var err error
+		count, err = d.lt.Algorithms(ltShape(dt, m, n, k))
+		return err
 	})
 	return count, err
 }
@@ -47,7 +44,14 @@ func (d *Device) DenseMatmulCandidate(y, x, w *Buffer, dt DType, m, n, k, i int)
 		if d.lt == nil {
 			return argError("%s: no cuBLASLt (%s)", op, d.backend)
 		}
-		return d.lt.matmulWith(d, y, x, w, ltKey{dt, m, n, k}, i)
+		count, err := d.lt.Algorithms(ltShape(dt, m, n, k))
+		if err != nil {
+			return err
+		}
+		if i < 0 || i >= count {
+			return argError("DenseMatmulCandidate: candidate %d of %d", i, count)
+		}
+		return d.ltMatmul(y, x, w, dt, m, n, k, i)
 	})
 }
 
@@ -63,7 +67,7 @@ func (d *Device) CublasLtVersion() (int, string) {
 	if d.lt == nil {
 		return 0, ""
 	}
-	return int(d.lt.version), d.lt.path
+	return d.lt.Version(), d.lt.Path()
 }
 
 // SparseCandidates describes the launch plans [Device.SparseMatmulCandidate]

@@ -22,7 +22,7 @@ func (b *Buffer) CopyFrom(src *Buffer) error {
 		if err := d.operands(op, operand{b, "dst", src.n}, operand{src, "src", src.n}); err != nil {
 			return err
 		}
-		if err := d.drv.check("cuMemcpyDtoDAsync_v2", d.drv.cuMemcpyDtoDA(b.ptr, src.ptr, uint64(src.n), d.stream)); err != nil {
+		if err := d.drv.MemcpyDtoDAsync(b.ptr, src.ptr, src.n, d.stream); err != nil {
 			return fmt.Errorf("copying %d bytes device to device: %w", src.n, err)
 		}
 		return nil

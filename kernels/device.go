@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-)
 
-// Device attributes read at Open (CUdevice_attribute values).
-const (
-	attrMultiprocessorCount = 16
-	attrComputeMajor        = 75
-	attrComputeMinor        = 76
+	"github.com/sfsurgery/sfsurgery/cublaslt"
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 // minMajor is the oldest compute capability the kernels run on (mma.sp and
@@ -22,16 +18,17 @@ const minMajor = 8
 // [Open] and release it with [Device.Close]. It is safe for concurrent use.
 type Device struct {
 	mu      sync.Mutex // serialises every driver call and guards the fields below
-	drv     *driver
-	dev     int32
-	ctx     uintptr // primary context, retained
-	stream  uintptr
-	mod     uintptr
-	mod90a  uintptr // the warpgroup form's module (sm_90a), or 0
+	drv     *cuda.Driver
+	dev     cuda.Device
+	ctx     cuda.Context // primary context, retained
+	stream  cuda.Stream
+	mod     cuda.Module
+	mod90a  cuda.Module // the warpgroup form's module (sm_90a), or 0
 	fn      functions
 	info    Info
-	lt      *cublasLt // nil when cuBLASLt could not be loaded
-	backend string    // what DenseMatmul uses, for humans
+	lt      *cublaslt.Library // nil when cuBLASLt could not be loaded
+	ltWork  *Buffer           // cuBLASLt's workspace
+	backend string            // what DenseMatmul uses, for humans
 	bufs    map[*Buffer]struct{}
 	closed  bool
 }
@@ -57,12 +54,15 @@ func open(ordinal int, cfg openConfig) (*Device, error) {
 	if ordinal < 0 {
 		return nil, argError("device ordinal %d is negative", ordinal)
 	}
-	drv, err := loadDriver(cfg.driverLib)
-	if err != nil {
-		return nil, err
+	drv, err := cuda.Load(cfg.driverLib)
+	if errors.Is(err, cuda.ErrNoLibrary) {
+		return nil, unavailable(fmt.Sprintf("no CUDA driver (%s not found)", cfg.driverLib), nil)
 	}
-	if r := drv.cuInit(0); r != cudaSuccess {
-		return nil, unavailable("cuInit failed", drv.check("cuInit", r))
+	if err != nil {
+		return nil, unavailable("CUDA driver too old", err)
+	}
+	if err := drv.Init(); err != nil {
+		return nil, unavailable("cuInit failed", err)
 	}
 	d := &Device{drv: drv, bufs: make(map[*Buffer]struct{})}
 	if err := d.readInfo(ordinal); err != nil {
@@ -84,76 +84,69 @@ func open(ordinal int, cfg openConfig) (*Device, error) {
 // readInfo finds device ordinal and fills d.dev and d.info.
 func (d *Device) readInfo(ordinal int) error {
 	drv := d.drv
-	var v int32
-	if err := drv.check("cuDriverGetVersion", drv.cuDriverGetVersion(&v)); err != nil {
+	v, err := drv.Version()
+	if err != nil {
 		return unavailable("cannot read the CUDA driver version", err)
 	}
-	d.info.Driver = int(v)
-	var count int32
-	if err := drv.check("cuDeviceGetCount", drv.cuDeviceGetCount(&count)); err != nil {
+	d.info.Driver = v
+	count, err := drv.DeviceCount()
+	if err != nil {
 		return unavailable("cannot count CUDA devices", err)
 	}
 	if count == 0 {
 		return unavailable("no CUDA device", nil)
 	}
-	if ordinal >= int(count) {
+	if ordinal >= count {
 		return unavailable(fmt.Sprintf("no CUDA device %d (%d present)", ordinal, count), nil)
 	}
-	if err := drv.check("cuDeviceGet", drv.cuDeviceGet(&d.dev, int32(ordinal))); err != nil {
+	if d.dev, err = drv.DeviceGet(ordinal); err != nil {
 		return unavailable(fmt.Sprintf("cannot get CUDA device %d", ordinal), err)
 	}
-	name := make([]byte, 256)
-	if err := drv.check("cuDeviceGetName", drv.cuDeviceGetName(name, int32(len(name)), d.dev)); err != nil {
+	if d.info.Name, err = drv.DeviceName(d.dev); err != nil {
 		return err
 	}
-	d.info.Name = cString(&name[0], len(name))
 	attrs := []struct {
-		attr int32
+		attr cuda.DeviceAttribute
 		dst  *int
 	}{
-		{attrComputeMajor, &d.info.Major},
-		{attrComputeMinor, &d.info.Minor},
-		{attrMultiprocessorCount, &d.info.SMs},
+		{cuda.AttrComputeCapabilityMajor, &d.info.Major},
+		{cuda.AttrComputeCapabilityMinor, &d.info.Minor},
+		{cuda.AttrMultiprocessorCount, &d.info.SMs},
 	}
 	for _, a := range attrs {
-		if err := drv.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(&v, a.attr, d.dev)); err != nil {
+		if *a.dst, err = drv.DeviceAttribute(d.dev, a.attr); err != nil {
 			return err
 		}
-		*a.dst = int(v)
 	}
-	var mem uint64
-	if err := drv.check("cuDeviceTotalMem_v2", drv.cuDeviceTotalMem(&mem, d.dev)); err != nil {
-		return err
-	}
-	d.info.MemBytes = int64(mem)
-	return nil
+	d.info.MemBytes, err = drv.DeviceTotalMem(d.dev)
+	return err
 }
 
 // start retains the primary context, loads the module, creates the stream
 // and looks for cuBLASLt. On error the caller closes d.
 func (d *Device) start(cfg openConfig) error {
-	drv := d.drv
-	if err := drv.check("cuDevicePrimaryCtxRetain", drv.cuDevicePrimaryCtxRetain(&d.ctx, d.dev)); err != nil {
+	ctx, err := d.drv.PrimaryCtxRetain(d.dev)
+	if err != nil {
 		return err
 	}
+	d.ctx = ctx
 	return d.run(func() error {
 		if err := d.loadModule(cfg.ptx, cfg.ptx90a); err != nil {
 			return err
 		}
-		if err := drv.check("cuStreamCreate", drv.cuStreamCreate(&d.stream, 0)); err != nil {
+		var err error
+		if d.stream, err = d.drv.StreamCreate(); err != nil {
 			return err
 		}
 		if cfg.noLt {
 			d.backend = "own kernel (cuBLASLt disabled)"
 			return nil
 		}
-		lt, err := loadCublasLt(d, cfg.cublasLt)
-		if err != nil {
+		if err := d.loadCublasLt(cfg.cublasLt); err != nil {
 			d.backend = "own kernel (" + err.Error() + ")"
 			return nil
 		}
-		d.lt = lt
-		d.backend = lt.describe()
+		d.backend = d.lt.String()
 		return nil
 	})
 }
@@ -174,7 +167,7 @@ func (d *Device) run(fn func() error) error {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := d.drv.check("cuCtxSetCurrent", d.drv.cuCtxSetCurrent(d.ctx)); err != nil {
+	if err := d.drv.CtxSetCurrent(d.ctx); err != nil {
 		return err
 	}
 	return fn()
@@ -219,9 +212,7 @@ func (d *Device) SparseBackend() string {
 // Synchronize waits for all work queued on the device and returns the first
 // error a kernel raised.
 func (d *Device) Synchronize() error {
-	return d.do(func() error {
-		return d.drv.check("cuCtxSynchronize", d.drv.cuCtxSynchronize())
-	})
+	return d.do(func() error { return d.drv.CtxSynchronize() })
 }
 
 // Close frees every Buffer still allocated, unloads the kernels, releases
@@ -243,27 +234,27 @@ func (d *Device) Close() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	drv := d.drv
-	errs := []error{drv.check("cuCtxSetCurrent", drv.cuCtxSetCurrent(d.ctx))}
+	errs := []error{drv.CtxSetCurrent(d.ctx)}
 	if d.lt != nil {
-		errs = append(errs, d.lt.close())
+		errs = append(errs, d.lt.Close())
 		d.lt = nil
 	}
 	for b := range d.bufs {
-		errs = append(errs, drv.check("cuMemFree_v2", drv.cuMemFree(b.ptr)))
+		errs = append(errs, drv.MemFree(b.ptr))
 		b.ptr = 0
 		delete(d.bufs, b)
 	}
 	if d.stream != 0 {
-		errs = append(errs, drv.check("cuStreamDestroy_v2", drv.cuStreamDestroy(d.stream)))
+		errs = append(errs, drv.StreamDestroy(d.stream))
 		d.stream = 0
 	}
-	for _, mod := range []*uintptr{&d.mod, &d.mod90a} {
+	for _, mod := range []*cuda.Module{&d.mod, &d.mod90a} {
 		if *mod != 0 {
-			errs = append(errs, drv.check("cuModuleUnload", drv.cuModuleUnld(*mod)))
+			errs = append(errs, drv.ModuleUnload(*mod))
 			*mod = 0
 		}
 	}
-	errs = append(errs, drv.check("cuDevicePrimaryCtxRelease", drv.cuDevicePrimaryCtxRelease(d.dev)))
+	errs = append(errs, drv.PrimaryCtxRelease(d.dev))
 	d.ctx = 0
 	return wrap(errors.Join(errs...))
 }

@@ -1,6 +1,10 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
+)
 
 // DType is the element type of the 16-bit weights and activations that the
 // kernels read. Results are always float32.
@@ -26,11 +30,10 @@ func (dt DType) String() string {
 // valid reports whether dt is one of the supported data types.
 func (dt DType) valid() bool { return dt == BF16 || dt == F16 }
 
-// cudaDataType returns the cudaDataType_t value of dt (CUDA_R_16BF = 14,
-// CUDA_R_16F = 2).
-func (dt DType) cudaDataType() int32 {
+// cudaDataType returns the cudaDataType_t value of dt.
+func (dt DType) cudaDataType() cuda.DataType {
 	if dt == BF16 {
-		return 14
+		return cuda.R16BF
 	}
-	return 2
+	return cuda.R16F
 }

@@ -17,31 +17,6 @@ var ErrArgument = errors.New("kernels: invalid argument")
 // ErrClosed is wrapped by errors from a closed Device or a freed Buffer.
 var ErrClosed = errors.New("kernels: use of closed device or freed buffer")
 
-// CUDAError is a failed call into the CUDA driver or cuBLASLt.
-type CUDAError struct {
-	Op   string // the function called, e.g. "cuMemAlloc_v2"
-	Code int    // its result code (CUresult or cublasStatus_t)
-	Name string // the code's name, e.g. "CUDA_ERROR_OUT_OF_MEMORY"
-}
-
-// Error returns "OP: NAME (CODE)", e.g.
-// "cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2)".
-func (e *CUDAError) Error() string {
-	return fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Code)
-}
-
-// CUDA driver result codes that change what an error means.
-const (
-	cudaSuccess                 = 0
-	cudaErrorUnsupportedPTX     = 222 // CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-	cudaErrorInvalidPTX         = 218 // CUDA_ERROR_INVALID_PTX
-	cudaErrorNoBinaryForGPU     = 209 // CUDA_ERROR_NO_BINARY_FOR_GPU
-	cudaErrorJITCompilerMissing = 221 // CUDA_ERROR_JIT_COMPILER_NOT_FOUND
-	cudaErrorCoopTooLarge       = 720 // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
-	cudaErrorNotSupported       = 801 // CUDA_ERROR_NOT_SUPPORTED
-	cudaErrorClusterSize        = 912 // CUDA_ERROR_INVALID_CLUSTER_SIZE
-)
-
 // unavailable returns an error wrapping ErrUnavailable (and cause, if any)
 // with a one-line reason.
 func unavailable(reason string, cause error) error {

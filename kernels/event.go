@@ -3,6 +3,8 @@ package kernels
 import (
 	"errors"
 	"time"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 // Elapsed returns the GPU time taken by the work that queue puts on d
@@ -13,7 +15,7 @@ func (d *Device) Elapsed(queue func() error) (elapsed time.Duration, err error) 
 	if queue == nil {
 		return 0, argError("Elapsed: nil function")
 	}
-	var start, stop uintptr
+	var start, stop cuda.Event
 	defer func() {
 		if start == 0 && stop == 0 {
 			return
@@ -24,14 +26,14 @@ func (d *Device) Elapsed(queue func() error) (elapsed time.Duration, err error) 
 		}
 	}()
 	err = d.do(func() error {
-		drv := d.drv
-		if err := drv.check("cuEventCreate", drv.cuEventCreate(&start, 0)); err != nil {
+		var err error
+		if start, err = d.drv.EventCreate(); err != nil {
 			return err
 		}
-		if err := drv.check("cuEventCreate", drv.cuEventCreate(&stop, 0)); err != nil {
+		if stop, err = d.drv.EventCreate(); err != nil {
 			return err
 		}
-		return drv.check("cuEventRecord", drv.cuEventRecord(start, d.stream))
+		return d.drv.EventRecord(start, d.stream)
 	})
 	if err != nil {
 		return 0, err
@@ -39,28 +41,27 @@ func (d *Device) Elapsed(queue func() error) (elapsed time.Duration, err error) 
 	if err := queue(); err != nil {
 		return 0, err
 	}
-	var ms float32
 	err = d.do(func() error {
-		drv := d.drv
-		if err := drv.check("cuEventRecord", drv.cuEventRecord(stop, d.stream)); err != nil {
+		if err := d.drv.EventRecord(stop, d.stream); err != nil {
 			return err
 		}
-		if err := drv.check("cuEventSynchronize", drv.cuEventSync(stop)); err != nil {
+		if err := d.drv.EventSynchronize(stop); err != nil {
 			return err
 		}
-		return drv.check("cuEventElapsedTime", drv.cuEventElapsed(&ms, start, stop))
+		elapsed, err = d.drv.EventElapsedTime(start, stop)
+		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+	return elapsed, nil
 }
 
 // destroyEvent destroys e if it was created. It runs with the context
 // current and the mutex held.
-func (d *Device) destroyEvent(e uintptr) error {
+func (d *Device) destroyEvent(e cuda.Event) error {
 	if e == 0 {
 		return nil
 	}
-	return d.drv.check("cuEventDestroy_v2", d.drv.cuEventDestroy(e))
+	return d.drv.EventDestroy(e)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 // The decode-size kernel (cuda/gemv.cuh) serves SparseMatmul at m ≤
@@ -56,14 +58,6 @@ const gemvStageSizes = 2
 // count and options); past it the cache starts over.
 const gemvPlanCache = 4096
 
-// Attributes the decode kernel needs (CUdevice_attribute,
-// CUfunction_attribute).
-const (
-	attrMaxSmemPerSM   = 81 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-	attrMaxSmemOptin   = 97 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-	funcAttrMaxDynSmem = 8  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-)
-
 // gemvLimits are the device properties planGemv works with.
 type gemvLimits struct {
 	sms   int  // streaming multiprocessors
@@ -74,12 +68,13 @@ type gemvLimits struct {
 
 // lookupGemv finds the decode kernels named prefix_{bf16,f16}_t{1,2,4,8}_s{2,4}
 // in module mod.
-func (d *Device) lookupGemv(fns *[2][4][gemvStageSizes]uintptr, mod uintptr, prefix string) error {
+func (d *Device) lookupGemv(fns *[2][4][gemvStageSizes]cuda.Function, mod cuda.Module, prefix string) error {
 	for dt, ty := range []string{"bf16", "f16"} {
 		for i := range fns[dt] {
 			for j := range fns[dt][i] {
 				name := fmt.Sprintf("%s_%s_t%d_s%d", prefix, ty, 1<<i, 2<<j)
-				if err := d.drv.check("cuModuleGetFunction("+name+")", d.drv.cuModuleGetFn(&fns[dt][i][j], mod, name)); err != nil {
+				var err error
+				if fns[dt][i][j], err = d.drv.ModuleGetFunction(mod, name); err != nil {
 					return err
 				}
 			}
@@ -104,15 +99,16 @@ func (d *Device) loadGemv() error {
 			}
 		}
 	}
-	var perSM, optin int32
-	if err := drv.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(&perSM, attrMaxSmemPerSM, d.dev)); err != nil {
+	perSM, err := drv.DeviceAttribute(d.dev, cuda.AttrMaxSharedMemoryPerSM)
+	if err != nil {
 		return fmt.Errorf("reading the shared memory per SM: %w", err)
 	}
-	if err := drv.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(&optin, attrMaxSmemOptin, d.dev)); err != nil {
+	optin, err := drv.DeviceAttribute(d.dev, cuda.AttrMaxSharedMemoryPerBlockOptin)
+	if err != nil {
 		return fmt.Errorf("reading the opt-in shared memory per block: %w", err)
 	}
-	d.fn.gemvLim = gemvLimits{sms: d.info.SMs, smem: int(optin), perSM: int(perSM), wg: d.mod90a != 0}
-	all := []*[2][4][gemvStageSizes]uintptr{&d.fn.gemv}
+	d.fn.gemvLim = gemvLimits{sms: d.info.SMs, smem: optin, perSM: perSM, wg: d.mod90a != 0}
+	all := []*[2][4][gemvStageSizes]cuda.Function{&d.fn.gemv}
 	for f := range d.fn.gemvWG {
 		all = append(all, &d.fn.gemvWG[f])
 	}
@@ -123,7 +119,7 @@ func (d *Device) loadGemv() error {
 					if f == 0 {
 						continue // the warpgroup form is not loaded
 					}
-					if err := drv.check("cuFuncSetAttribute", drv.cuFuncSetAttr(f, funcAttrMaxDynSmem, optin)); err != nil {
+					if err := drv.FuncSetAttribute(f, cuda.FuncAttrMaxDynamicSharedSize, optin); err != nil {
 						return fmt.Errorf("allowing %d bytes of shared memory to the decode kernel: %w", optin, err)
 					}
 				}
@@ -154,7 +150,7 @@ func (w *gemvWork) partials() int64 {
 
 // ptr returns the address of w's partial sums, which the kernel takes
 // (its counters lie just below).
-func (w *gemvWork) ptr() uint64 { return w.buf.ptr + 4*uint64(w.counters) }
+func (w *gemvWork) ptr() cuda.DevicePtr { return w.buf.ptr + 4*cuda.DevicePtr(w.counters) }
 
 // growGemvWork makes w hold at least blocks counters and partials partial
 // sums. A larger workspace replaces the old one once the work queued on
@@ -168,7 +164,7 @@ func (d *Device) growGemvWork(w *gemvWork, blocks int, partials int64) error {
 	partials = max(partials, w.partials())
 	if w.buf != nil {
 		// Launches still queued may use the old workspace.
-		if err := d.drv.check("cuCtxSynchronize", d.drv.cuCtxSynchronize()); err != nil {
+		if err := d.drv.CtxSynchronize(); err != nil {
 			return err
 		}
 		old := w.buf
@@ -181,7 +177,7 @@ func (d *Device) growGemvWork(w *gemvWork, blocks int, partials int64) error {
 	if err != nil {
 		return err
 	}
-	if err := d.drv.check("cuMemsetD32Async", d.drv.cuMemsetD32A(b.ptr, 0, uint64(counters), d.stream)); err != nil {
+	if err := d.drv.MemsetD32Async(b.ptr, 0, counters, d.stream); err != nil {
 		return errors.Join(err, d.free(b))
 	}
 	w.buf, w.counters = b, counters
@@ -244,7 +240,7 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	var work uint64 // unused by a launch of one slice
+	var work cuda.DevicePtr // unused by a launch of one slice
 	if p.splits > 1 {
 		work = p.work.ptr()
 	}
@@ -253,7 +249,8 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 		di = 1
 	}
 	ti, si := bits.TrailingZeros(uint(p.tiles)), bits.TrailingZeros(uint(p.sc))-1
-	block := dim3{uint32(p.threads()), 1, 1}
+	block := cuda.Dim3{uint32(p.threads()), 1, 1}
+	i32 := cuda.Int32
 	if p.wg {
 		launch := func(p gemvPlan) error {
 			f := p.family()
@@ -261,14 +258,15 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 			if p.coop {
 				flag = 1
 			}
-			return d.launchWith(launchOpts{coop: p.coop, cluster: p.clusterDims()}, gemvWGFamily(f),
-				d.fn.gemvWG[f][di][ti][si], p.grid(n), block, p.smem,
-				y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(flag))
+			cfg := cuda.LaunchConfig{Grid: p.grid(n), Block: block, SharedBytes: p.smem,
+				Cooperative: p.coop, Cluster: p.clusterDims()}
+			return d.launch(gemvWGFamily(f), d.fn.gemvWG[f][di][ti][si], cfg,
+				uint64(y.ptr), uint64(x.ptr), uint64(packed.ptr), uint64(meta.ptr), uint64(work),
+				i32(m), i32(n), i32(k), i32(p.xw), i32(flag))
 		}
 		err := launch(p)
-		var ce *CUDAError
-		if errors.As(err, &ce) && (p.coop && ce.Code == cudaErrorCoopTooLarge ||
-			(p.cluster > 0 || p.pair) && (ce.Code == cudaErrorClusterSize || ce.Code == cudaErrorNotSupported)) {
+		if p.coop && cuda.IsResult(err, cuda.ErrorCooperativeLaunchTooLarge) ||
+			(p.cluster > 0 || p.pair) && (cuda.IsResult(err, cuda.ErrorInvalidClusterSize) || cuda.IsResult(err, cuda.ErrorNotSupported)) {
 			// Fewer CTAs fit at once than planGemv counted on (a shared or
 			// partitioned GPU), or the device takes no such clusters: the
 			// last slice's sum, or no clusters (the same bits either way),
@@ -279,6 +277,7 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 		}
 		return err
 	}
-	return d.launchShared("gemv", d.fn.gemv[di][ti][si], p.grid(n), block, p.smem,
-		y.ptr, x.ptr, packed.ptr, meta.ptr, work, i32(m), i32(n), i32(k), i32(p.xw), i32(p.kw))
+	return d.launch("gemv", d.fn.gemv[di][ti][si], grid3(p.grid(n), block, p.smem),
+		uint64(y.ptr), uint64(x.ptr), uint64(packed.ptr), uint64(meta.ptr), uint64(work),
+		i32(m), i32(n), i32(k), i32(p.xw), i32(p.kw))
 }

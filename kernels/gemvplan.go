@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 // gemvModel is planGemv's cost model of the decode kernel: for each form
@@ -284,20 +286,20 @@ func (p gemvPlan) blocks() int {
 }
 
 // grid returns the launch grid of p for n weight rows.
-func (p gemvPlan) grid(n int) dim3 {
-	return dim3{uint32(ceilDiv(n/32, p.blocks())), uint32(p.splits), uint32(max(1, p.groups))}
+func (p gemvPlan) grid(n int) cuda.Dim3 {
+	return cuda.Dim3{uint32(ceilDiv(n/32, p.blocks())), uint32(p.splits), uint32(max(1, p.groups))}
 }
 
 // clusterDims returns the cluster dimensions of p's launch: (1, 2, 1) for
 // a pair, (1, 1, cluster) for token groups, or zero for none.
-func (p gemvPlan) clusterDims() dim3 {
+func (p gemvPlan) clusterDims() cuda.Dim3 {
 	switch {
 	case p.pair:
-		return dim3{1, 2, 1}
+		return cuda.Dim3{1, 2, 1}
 	case p.cluster > 0:
-		return dim3{1, 1, uint32(p.cluster)}
+		return cuda.Dim3{1, 1, uint32(p.cluster)}
 	}
-	return dim3{}
+	return cuda.Dim3{}
 }
 
 // gemvWGFamilies is the kernel families in the sm_90a module

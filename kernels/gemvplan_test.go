@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 // sweepPlan is one decode-kernel plan BenchmarkGPUDecodeSweep timed.
@@ -480,7 +482,7 @@ func TestGemvGroupCandidates(t *testing.T) {
 	// The workspace: the sums of every group's 8·tiles tokens for each
 	// slice, and two counters per row block for each group.
 	p, err := planGemv(64, 1024, 4096, lim, gemvOptions{tiles: 2, sc: 4, splits: 4})
-	if err != nil || p.groups != 4 || p.splits != 4 || p.grid(1024) != (dim3{8, 4, 4}) {
+	if err != nil || p.groups != 4 || p.splits != 4 || p.grid(1024) != (cuda.Dim3{8, 4, 4}) {
 		t.Fatalf("16-token groups of 64 tokens over 4 slices: %+v, %v", p, err)
 	}
 	if counters, partials := p.workspace(64, 1024); counters != 4*2*32 || partials != 4*4*16*1024 {

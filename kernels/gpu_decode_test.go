@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 // TestPlanGemv checks the decode kernel's launch plans, planGemv's and
@@ -125,8 +127,8 @@ func TestPlanGemv(t *testing.T) {
 				int(p.grid(c.n)[0]*p.grid(c.n)[1]) > c.lim.sms), c.o.coop == 1 && !p.coop:
 				// A cooperative launch needs every CTA resident: one per SM.
 				t.Errorf("%+v: cooperative %v with %d slices, grid %v", c, p.coop, p.splits, p.grid(c.n))
-			case p.cluster != 0 && (p.groups != 2 || p.cluster != 2 || p.clusterDims() != dim3{1, 1, 2}),
-				p.cluster == 0 && !p.pair && (p.groups == 2 && c.o.cluster != -1 || p.clusterDims() != dim3{}):
+			case p.cluster != 0 && (p.groups != 2 || p.cluster != 2 || p.clusterDims() != cuda.Dim3{1, 1, 2}),
+				p.cluster == 0 && !p.pair && (p.groups == 2 && c.o.cluster != -1 || p.clusterDims() != cuda.Dim3{}):
 				// Two token groups, and only two, launch as clusters of both.
 				t.Errorf("%+v: clusters of %d for %d token groups", c, p.cluster, p.groups)
 			case p.wg && p.rb != 4 && p.rb != 2 && p.rb != 1, !p.wg && p.rb != 0,
@@ -134,7 +136,7 @@ func TestPlanGemv(t *testing.T) {
 				p.rb == 1 && (p.groups != 0 || p.coop || gemvWGFamily(p.family()) != map[bool]string{false: "gemv_hy", true: "gemv_hy_pair"}[p.pair]):
 				t.Errorf("%+v: %d row blocks per CTA", c, p.rb)
 			case p.pair && (!p.wg || p.splits != 2 || p.groups != 0 || p.coop || p.cluster != 0 || c.o.pair == -1 ||
-				p.clusterDims() != dim3{1, 2, 1} || gemvWGFamily(p.family()) != map[int]string{4: "gemv_wg_pair", 2: "gemv_wg64_pair", 1: "gemv_hy_pair"}[p.rb]),
+				p.clusterDims() != cuda.Dim3{1, 2, 1} || gemvWGFamily(p.family()) != map[int]string{4: "gemv_wg_pair", 2: "gemv_wg64_pair", 1: "gemv_hy_pair"}[p.rb]),
 				!p.pair && (c.o.pair == 1 || p.wg && p.splits == 2 && p.groups == 0 && !p.coop && c.o.pair != -1 &&
 					withPair(p).sharedBytes(c.m) <= c.lim.smem):
 				// Two slices of the warpgroup form are a pair where they fit.
@@ -661,7 +663,7 @@ func checkPairFallback(t *testing.T, d *Device, rng *rand.Rand, m, n, k int, opt
 	}
 	// Three slices: the workspace already holds them (the plan above).
 	checkFallback(t, d, w, x, m, opts, three, func(p *gemvPlan) { p.splits, p.cps = 3, ceilDiv(k/gemvChunk, 3) },
-		func(p gemvPlan) bool { return !p.pair && p.rb == rb && p.clusterDims() == (dim3{}) })
+		func(p gemvPlan) bool { return !p.pair && p.rb == rb && p.clusterDims() == (cuda.Dim3{}) })
 }
 
 // TestGPUDecodeHybrid checks the hybrid (CTAs of one 32-row block, the

@@ -3,12 +3,9 @@ package kernels
 import (
 	"errors"
 	"fmt"
-)
 
-// captureRelaxed is CU_STREAM_CAPTURE_MODE_RELAXED: the capture does not
-// forbid other threads' calls (the Device's calls run on whichever OS
-// thread holds its mutex).
-const captureRelaxed = 2
+	"github.com/sfsurgery/sfsurgery/cuda"
+)
 
 // Graph is work captured once from a Device's stream (CUDA stream
 // capture) and replayed as a single launch, as a serving engine replays a
@@ -18,8 +15,8 @@ const captureRelaxed = 2
 // must outlive it.
 type Graph struct {
 	d     *Device
-	graph uintptr
-	exec  uintptr
+	graph cuda.Graph
+	exec  cuda.GraphExec
 }
 
 // Capture records the work queue puts on d's stream (SparseMatmul,
@@ -33,20 +30,24 @@ func (d *Device) Capture(queue func() error) (*Graph, error) {
 		return nil, argError("Capture: nil function")
 	}
 	if err := d.do(func() error {
-		return d.drv.check("cuStreamBeginCapture", d.drv.cuStreamBeginCapture(d.stream, captureRelaxed))
+		// Relaxed: the Device's calls run on whichever OS thread holds its
+		// mutex.
+		return d.drv.StreamBeginCapture(d.stream, cuda.CaptureRelaxed)
 	}); err != nil {
 		return nil, err
 	}
 	qerr := queue()
 	g := &Graph{d: d}
 	err := d.do(func() error {
-		if err := d.drv.check("cuStreamEndCapture", d.drv.cuStreamEndCapture(d.stream, &g.graph)); err != nil {
+		var err error
+		if g.graph, err = d.drv.StreamEndCapture(d.stream); err != nil {
 			return err
 		}
 		if qerr != nil {
 			return nil
 		}
-		return d.drv.check("cuGraphInstantiate", d.drv.cuGraphInstantiate(&g.exec, g.graph, 0))
+		g.exec, err = d.drv.GraphInstantiate(g.graph)
+		return err
 	})
 	if qerr != nil || err != nil {
 		return nil, errors.Join(fmt.Errorf("capture: %w", errors.Join(qerr, err)), g.Close())
@@ -59,7 +60,7 @@ func (g *Graph) Launch() error {
 	if g == nil || g.exec == 0 {
 		return argError("Launch: graph is closed")
 	}
-	return g.d.do(func() error { return g.d.drv.check("cuGraphLaunch", g.d.drv.cuGraphLaunch(g.exec, g.d.stream)) })
+	return g.d.do(func() error { return g.d.drv.GraphLaunch(g.exec, g.d.stream) })
 }
 
 // Close frees g; replays already queued still run. Closing twice is a
@@ -71,11 +72,11 @@ func (g *Graph) Close() error {
 	return g.d.do(func() error {
 		var errs []error
 		if g.exec != 0 {
-			errs = append(errs, g.d.drv.check("cuGraphExecDestroy", g.d.drv.cuGraphExecDestroy(g.exec)))
+			errs = append(errs, g.d.drv.GraphExecDestroy(g.exec))
 			g.exec = 0
 		}
 		if g.graph != 0 {
-			errs = append(errs, g.d.drv.check("cuGraphDestroy", g.d.drv.cuGraphDestroy(g.graph)))
+			errs = append(errs, g.d.drv.GraphDestroy(g.graph))
 			g.graph = 0
 		}
 		return errors.Join(errs...)

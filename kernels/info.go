@@ -1,6 +1,10 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
+)
 
 // Info describes an opened GPU.
 type Info struct {
@@ -15,10 +19,5 @@ type Info struct {
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.2 GiB, driver 13.0)".
 func (i Info) String() string {
 	return fmt.Sprintf("%s (sm_%d%d, %d SMs, %.1f GiB, driver %s)",
-		i.Name, i.Major, i.Minor, i.SMs, float64(i.MemBytes)/(1<<30), driverString(i.Driver))
-}
-
-// driverString formats a CUDA version number: 13000 → "13.0", 12080 → "12.8".
-func driverString(v int) string {
-	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+		i.Name, i.Major, i.Minor, i.SMs, float64(i.MemBytes)/(1<<30), cuda.VersionString(i.Driver))
 }

@@ -1,5 +1,7 @@
 package kernels
 
+import "github.com/sfsurgery/sfsurgery/cuda"
+
 // SparseMatmul computes y = x · Wᵀ on the sparse tensor cores, where the
 // weight W [n][k] is given in PyTorch's CUTLASS layout exactly as stored:
 // packed [n][k/2] (dtype dt) and meta (int16, n·k/16 values, reordered).
@@ -72,8 +74,9 @@ func (d *Device) launchTiled(y, x, packed, meta *Buffer, dt DType, m, n, k int) 
 	if dt == F16 {
 		fn = d.fn.spmmF16
 	}
-	grid := dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
-	return d.launch("spmm", fn, grid, dim3{128, 1, 1}, y.ptr, x.ptr, packed.ptr, meta.ptr, i32(m), i32(n), i32(k))
+	grid := cuda.Dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
+	return d.launch("spmm", fn, grid3(grid, cuda.Dim3{128, 1, 1}, 0),
+		uint64(y.ptr), uint64(x.ptr), uint64(packed.ptr), uint64(meta.ptr), cuda.Int32(m), cuda.Int32(n), cuda.Int32(k))
 }
 
 // DenseMatmul computes y = x · wᵀ with x [m][k] and w [n][k] of dtype dt
@@ -114,14 +117,15 @@ func (d *Device) dense(op string, y, x, w *Buffer, dt DType, m, n, k int, own bo
 			return err
 		}
 		if d.lt != nil && !own {
-			return d.lt.matmul(d, y, x, w, dt, m, n, k)
+			return d.ltMatmul(y, x, w, dt, m, n, k, 0)
 		}
 		fn := d.fn.denseBF16
 		if dt == F16 {
 			fn = d.fn.denseF16
 		}
-		grid := dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
-		return d.launch("dense", fn, grid, dim3{256, 1, 1}, y.ptr, x.ptr, w.ptr, i32(m), i32(n), i32(k))
+		grid := cuda.Dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
+		return d.launch("dense", fn, grid3(grid, cuda.Dim3{256, 1, 1}, 0),
+			uint64(y.ptr), uint64(x.ptr), uint64(w.ptr), cuda.Int32(m), cuda.Int32(n), cuda.Int32(k))
 	})
 }
 
@@ -151,7 +155,7 @@ func (d *Device) DecodeAmpere(w, packed, meta *Buffer, dt DType, n, k int) error
 			operand{meta, "meta", need[2]}); err != nil {
 			return err
 		}
-		return d.launch("decode", d.fn.decode16, dim3{uint32(blocks), 1, 1}, dim3{threads, 1, 1},
-			w.ptr, packed.ptr, meta.ptr, i32(n), i32(k))
+		return d.launch("decode", d.fn.decode16, grid3(cuda.Dim3{uint32(blocks), 1, 1}, cuda.Dim3{threads, 1, 1}, 0),
+			uint64(w.ptr), uint64(packed.ptr), uint64(meta.ptr), cuda.Int32(n), cuda.Int32(k))
 	})
 }

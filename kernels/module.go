@@ -2,11 +2,13 @@ package kernels
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
-	"runtime"
 	"strconv"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 // ptxSource is the PTX of cuda/sfsurgery.cu, built by the command in
@@ -31,7 +33,7 @@ func ptxImage(src string) []byte {
 // defaultConfig is what Open uses.
 func defaultConfig() openConfig {
 	return openConfig{
-		driverLib: driverLibrary,
+		driverLib: cuda.Library,
 		ptx:       ptxImage(ptxSource),
 		ptx90a:    ptxImage(ptxSM90aSource),
 		cublasLt:  os.Getenv("SFSURGERY_CUBLASLT"),
@@ -40,21 +42,21 @@ func defaultConfig() openConfig {
 
 // Kernel entry points of the module.
 type functions struct {
-	spmmBF16, spmmF16   uintptr
-	denseBF16, denseF16 uintptr
-	decode16            uintptr
+	spmmBF16, spmmF16   cuda.Function
+	denseBF16, denseF16 cuda.Function
+	decode16            cuda.Function
 	// gemv[dt][i][j] is the decode-size kernel for 8·2^i tokens (i = 0..3)
 	// and 2<<j chunks per pipeline stage, dt 0 for BF16 and 1 for F16;
 	// gemvLim holds the limits it is planned with and gemvPlans the plans
 	// made so far. See loadGemv and launchGemv.
-	gemv      [2][4][gemvStageSizes]uintptr
+	gemv      [2][4][gemvStageSizes]cuda.Function
 	gemvLim   gemvLimits
 	gemvPlans map[gemvKey]gemvPlan
 	// gemvWG[f] is gemv's warpgroup form (cuda/gemv_wg.cuh) of family f
 	// (gemvWGFamily: CTAs of 128 or 64 rows, with the pair sum or
 	// without), all zero unless the sm_90a module is loaded; wgNote says
 	// why it is not.
-	gemvWG [gemvWGFamilies][2][4][gemvStageSizes]uintptr
+	gemvWG [gemvWGFamilies][2][4][gemvStageSizes]cuda.Function
 	wgNote string
 }
 
@@ -81,14 +83,6 @@ func ptxDriverNeeds(major, minor int) (int, bool) {
 	return v, ok
 }
 
-// JIT options of cuModuleLoadDataEx (CUjit_option).
-const (
-	jitInfoLogBuffer      = 3
-	jitInfoLogBufferSize  = 4
-	jitErrorLogBuffer     = 5
-	jitErrorLogBufferSize = 6
-)
-
 // loadModule JIT-compiles the PTX (and, on a device of compute capability
 // 9.0, the sm_90a PTX when not empty) and looks up the kernels. It runs with
 // the context current and the mutex held.
@@ -96,9 +90,8 @@ func (d *Device) loadModule(ptx, ptx90a []byte) error {
 	if err := d.jit(&d.mod, ptx); err != nil {
 		return err
 	}
-	drv := d.drv
 	names := []struct {
-		dst  *uintptr
+		dst  *cuda.Function
 		name string
 	}{
 		{&d.fn.spmmBF16, "spmm_bf16"},
@@ -108,14 +101,14 @@ func (d *Device) loadModule(ptx, ptx90a []byte) error {
 		{&d.fn.decode16, "decode_ampere16"},
 	}
 	for _, n := range names {
-		if err := drv.check("cuModuleGetFunction("+n.name+")", drv.cuModuleGetFn(n.dst, d.mod, n.name)); err != nil {
+		var err error
+		if *n.dst, err = d.drv.ModuleGetFunction(d.mod, n.name); err != nil {
 			return err
 		}
 	}
 	// A hint: prefer shared memory over L1 for the pipelined kernels.
-	const attrPreferredCarveout = 9 // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
-	for _, f := range []uintptr{d.fn.spmmBF16, d.fn.spmmF16} {
-		if err := drv.check("cuFuncSetAttribute", drv.cuFuncSetAttr(f, attrPreferredCarveout, 100)); err != nil {
+	for _, f := range []cuda.Function{d.fn.spmmBF16, d.fn.spmmF16} {
+		if err := d.drv.FuncSetAttribute(f, cuda.FuncAttrPreferredSharedCarveout, 100); err != nil {
 			return err
 		}
 	}
@@ -141,54 +134,39 @@ func (d *Device) loadWarpgroup(ptx []byte) {
 }
 
 // jit JIT-compiles a NUL-terminated PTX image into *mod.
-func (d *Device) jit(mod *uintptr, ptx []byte) error {
+func (d *Device) jit(mod *cuda.Module, ptx []byte) error {
 	if len(ptx) == 0 || ptx[len(ptx)-1] != 0 {
 		return argError("PTX image must be NUL-terminated")
 	}
-	drv := d.drv
-	const logSize = 1 << 14
-	errLog := make([]byte, logSize)
-	infoLog := make([]byte, logSize)
-	var pin runtime.Pinner
-	pin.Pin(&errLog[0])
-	pin.Pin(&infoLog[0])
-	defer pin.Unpin()
-	opts := []int32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSize}
-	vals := []uintptr{
-		uintptrOf(&errLog[0]), logSize,
-		uintptrOf(&infoLog[0]), logSize,
+	m, err := d.drv.ModuleLoadData(ptx)
+	if err != nil {
+		return d.moduleError(ptx, err)
 	}
-	r := drv.cuModuleLoad(mod, ptx, uint32(len(opts)), opts, vals)
-	runtime.KeepAlive(errLog)
-	runtime.KeepAlive(infoLog)
-	if r != cudaSuccess {
-		err := drv.check("cuModuleLoadDataEx", r)
-		log := cString(&errLog[0], logSize)
-		if log != "" {
-			err = fmt.Errorf("%w; JIT log: %s", err, log)
-		}
-		return d.moduleError(r, ptx, err)
-	}
+	*mod = m
 	return nil
 }
 
 // moduleError explains a failed module load. A driver too old for the PTX
 // ISA wraps ErrUnavailable.
-func (d *Device) moduleError(r int32, ptx []byte, err error) error {
-	switch r {
-	case cudaErrorUnsupportedPTX:
+func (d *Device) moduleError(ptx []byte, err error) error {
+	var ce *cuda.Error
+	if !errors.As(err, &ce) {
+		return fmt.Errorf("loading the embedded PTX: %w", err)
+	}
+	switch ce.Code {
+	case cuda.ErrorUnsupportedPTXVersion:
 		need := "a newer driver"
 		if maj, min, ok := ptxVersion(ptx); ok {
 			need = fmt.Sprintf("PTX ISA %d.%d", maj, min)
 			if v, ok := ptxDriverNeeds(maj, min); ok {
-				need += fmt.Sprintf(", which needs a CUDA %s driver", driverString(v))
+				need += fmt.Sprintf(", which needs a CUDA %s driver", cuda.VersionString(v))
 			}
 		}
 		return unavailable(fmt.Sprintf("CUDA driver %s is too old for the embedded kernels (%s)",
-			driverString(d.info.Driver), need), err)
-	case cudaErrorNoBinaryForGPU, cudaErrorJITCompilerMissing:
+			cuda.VersionString(d.info.Driver), need), err)
+	case cuda.ErrorNoBinaryForGPU, cuda.ErrorJITCompilerNotFound:
 		return unavailable("the driver cannot compile the embedded PTX for this GPU", err)
-	case cudaErrorInvalidPTX:
+	case cuda.ErrorInvalidPTX:
 		return fmt.Errorf("the driver rejected the embedded PTX: %w", err)
 	}
 	return fmt.Errorf("loading the embedded PTX: %w", err)

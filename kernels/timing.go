@@ -3,6 +3,8 @@ package kernels
 import (
 	"errors"
 	"time"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 // ElapsedEach times n pieces of work one by one. It records a CUDA event
@@ -21,7 +23,7 @@ func (d *Device) ElapsedEach(n int, queue func(i int) error) (out []time.Duratio
 	if n < 1 {
 		return nil, argError("ElapsedEach: %d repetitions", n)
 	}
-	events := make([]uintptr, n+1)
+	events := make([]cuda.Event, n+1)
 	defer func() {
 		derr := d.do(func() error {
 			var errs []error
@@ -36,7 +38,8 @@ func (d *Device) ElapsedEach(n int, queue func(i int) error) (out []time.Duratio
 	}()
 	if err := d.do(func() error {
 		for i := range events {
-			if err := d.drv.check("cuEventCreate", d.drv.cuEventCreate(&events[i], 0)); err != nil {
+			var err error
+			if events[i], err = d.drv.EventCreate(); err != nil {
 				return err
 			}
 		}
@@ -54,15 +57,14 @@ func (d *Device) ElapsedEach(n int, queue func(i int) error) (out []time.Duratio
 	}
 	out = make([]time.Duration, n)
 	err = d.do(func() error {
-		if err := d.drv.check("cuEventSynchronize", d.drv.cuEventSync(events[n])); err != nil {
+		if err := d.drv.EventSynchronize(events[n]); err != nil {
 			return err
 		}
 		for i := range n {
-			var ms float32
-			if err := d.drv.check("cuEventElapsedTime", d.drv.cuEventElapsed(&ms, events[i], events[i+1])); err != nil {
+			var err error
+			if out[i], err = d.drv.EventElapsedTime(events[i], events[i+1]); err != nil {
 				return err
 			}
-			out[i] = time.Duration(float64(ms) * float64(time.Millisecond))
 		}
 		return nil
 	})
@@ -74,6 +76,6 @@ func (d *Device) ElapsedEach(n int, queue func(i int) error) (out []time.Duratio
 
 // record records event e on the device's stream. It runs with the context
 // current and the mutex held.
-func (d *Device) record(e uintptr) error {
-	return d.drv.check("cuEventRecord", d.drv.cuEventRecord(e, d.stream))
+func (d *Device) record(e cuda.Event) error {
+	return d.drv.EventRecord(e, d.stream)
 }

@@ -1,4 +1,7 @@
-package kernels
+// Package dynlib opens shared libraries and binds their C functions to Go
+// function variables at run time through github.com/ebitengine/purego, so
+// the packages built on it (cuda, cublaslt, cusparselt) need no cgo.
+package dynlib
 
 import (
 	"errors"
@@ -8,31 +11,35 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// symbol pairs a Go function pointer with the C symbol names that may
-// implement it, tried in order (e.g. a _v2 name, then the plain one).
-type symbol struct {
-	fn    any
-	names []string
+// Symbol pairs a pointer to a Go function variable with the C symbol names
+// that may implement it, tried in order (e.g. a _v2 name, then the plain
+// one).
+type Symbol struct {
+	Fn    any      // a pointer to a func variable
+	Names []string // C symbols, the preferred first
 }
 
-// sym builds a symbol.
-func sym(fn any, names ...string) symbol { return symbol{fn: fn, names: names} }
+// Sym builds a Symbol.
+func Sym(fn any, names ...string) Symbol { return Symbol{Fn: fn, Names: names} }
 
-// bindAll resolves every symbol in lib with purego.Dlsym and registers it
-// with purego.RegisterFunc. It never panics: a missing symbol is an error
-// naming it, and a RegisterFunc panic (a bad Go signature) becomes an error.
-func bindAll(lib uintptr, libName string, syms []symbol) error {
+// BindAll resolves every symbol in lib (named libName in errors) and
+// registers it with purego.RegisterFunc. It never panics: a missing symbol
+// is an error "LIB lacks NAME", and a RegisterFunc panic (a bad Go
+// signature) becomes an error.
+func BindAll(lib uintptr, libName string, syms []Symbol) error {
 	for _, s := range syms {
-		if err := bind(lib, libName, s); err != nil {
+		if err := Bind(lib, libName, s); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func bind(lib uintptr, libName string, s symbol) (err error) {
+// Bind is BindAll for one symbol; callers use it alone for optional
+// symbols, whose absence they ignore.
+func Bind(lib uintptr, libName string, s Symbol) (err error) {
 	var addr uintptr
-	for _, name := range s.names {
+	for _, name := range s.Names {
 		a, derr := purego.Dlsym(lib, name)
 		if derr == nil && a != 0 {
 			addr = a
@@ -40,19 +47,19 @@ func bind(lib uintptr, libName string, s symbol) (err error) {
 		}
 	}
 	if addr == 0 {
-		return fmt.Errorf("%s lacks %s", libName, s.names[0])
+		return fmt.Errorf("%s lacks %s", libName, s.Names[0])
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("binding %s: %v", s.names[0], r)
+			err = fmt.Errorf("binding %s: %v", s.Names[0], r)
 		}
 	}()
-	purego.RegisterFunc(s.fn, addr)
+	purego.RegisterFunc(s.Fn, addr)
 	return nil
 }
 
-// dlopen opens a shared library with RTLD_NOW|RTLD_GLOBAL.
-func dlopen(path string) (uintptr, error) {
+// Open opens a shared library with RTLD_NOW|RTLD_GLOBAL.
+func Open(path string) (uintptr, error) {
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		return 0, err
@@ -63,8 +70,8 @@ func dlopen(path string) (uintptr, error) {
 	return h, nil
 }
 
-// cString copies a NUL-terminated C string of at most max bytes.
-func cString(p *byte, max int) string {
+// CString copies a NUL-terminated C string of at most max bytes.
+func CString(p *byte, max int) string {
 	if p == nil {
 		return ""
 	}

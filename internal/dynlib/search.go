@@ -1,18 +1,18 @@
-package kernels
+package dynlib
 
 import (
 	"path/filepath"
 	"slices"
 )
 
-// libraryCandidates lists the files dlopen tries for an NVIDIA library
+// Candidates lists the files dlopen tries for an NVIDIA library
 // that is not part of the driver: names first (sonames that the loader
 // finds through LD_LIBRARY_PATH and its cache), then the files matching
 // the glob file in the pip wheels' folders subs under common Python
 // prefixes (venv, /opt/*/.venv, /opt/*, /opt/conda, /usr/local, /usr,
 // home/.local), then under the CUDA toolkits. Within one folder newer
 // sonames (.so.13) come before older ones (.so.12).
-func libraryCandidates(names, subs []string, file, home, venv string) []string {
+func Candidates(names, subs []string, file, home, venv string) []string {
 	out := slices.Clone(names)
 	var prefixes []string
 	if venv != "" {

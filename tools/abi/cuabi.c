@@ -1,5 +1,5 @@
-/* cuabi.c: checks the CUDA driver ABI facts that kernels/launch.go and
- * kernels/errors.go hard-code for cuLaunchKernelEx (the layouts of
+/* cuabi.c: checks the CUDA driver ABI facts that cuda/launch.go and
+ * cuda/enums.go hard-code for cuLaunchKernelEx (the layouts of
  * CUlaunchConfig and CUlaunchAttribute, the attribute ids, the result codes
  * a cluster launch can fail with) against cuda.h; exits 1 on a mismatch.
  * gpu_run.sh compiles it with nvcc. */

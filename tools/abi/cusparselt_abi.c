@@ -1,5 +1,5 @@
 /* cusparselt_abi.c: prints the cuSPARSELt ABI facts that
- * kernels/cusparselt.go hard-codes, to be compared by eye
+ * cusparselt/ hard-codes, to be compared by eye
  * (tools/gpu/gpu_sweep.sh check compiles it with nvcc). */
 #include <stdio.h>
 #include <cusparseLt.h>

@@ -1,4 +1,4 @@
-/* ltabi.c: prints the cuBLASLt ABI facts that kernels/cublaslt.go
+/* ltabi.c: prints the cuBLASLt ABI facts that cublaslt/
  * hard-codes, to be compared by eye (gpu_run.sh compiles it with nvcc). */
 #include <stddef.h>
 #include <stdio.h>

@@ -1,0 +1,57 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/sfsurgery/sfsurgery/cublaslt"
+)
+
+// loadCublasLt finds cuBLASLt (env: SFSURGERY_CUBLASLT, or empty), gives
+// it a workspace of the device and sets d.lt, trying the candidates of
+// cublaslt.Candidates in turn. It runs with the context current and the
+// mutex held. The error says what was tried.
+func (d *Device) loadCublasLt(env string) error {
+	home, _ := os.UserHomeDir()
+	var errs []error
+	for _, path := range cublaslt.Candidates(env, home, os.Getenv("VIRTUAL_ENV")) {
+		err := d.openCublasLt(path)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	if env != "" {
+		return fmt.Errorf("no cuBLASLt: SFSURGERY_CUBLASLT=%s: %w", env, errors.Join(errs...))
+	}
+	return fmt.Errorf("no cuBLASLt (tried %d candidates: sonames, python wheels, /usr/local/cuda; "+
+		"set SFSURGERY_CUBLASLT): %w", len(errs), errs[len(errs)-1])
+}
+
+// openCublasLt loads cuBLASLt from path with a workspace of
+// cublaslt.WorkspaceBytes.
+func (d *Device) openCublasLt(path string) error {
+	lt, err := cublaslt.Open(path)
+	if err != nil {
+		return err
+	}
+	ws, err := d.alloc(cublaslt.WorkspaceBytes)
+	if err != nil {
+		return errors.Join(fmt.Errorf("cuBLASLt workspace: %w", err), lt.Close())
+	}
+	lt.SetWorkspace(ws.ptr, ws.n)
+	d.lt, d.ltWork = lt, ws
+	return nil
+}
+
+// ltShape is the cuBLASLt shape of a dense product.
+func ltShape(dt DType, m, n, k int) cublaslt.Shape {
+	return cublaslt.Shape{Type: dt.cudaDataType(), M: m, N: n, K: k}
+}
+
+// ltMatmul queues y = x · wᵀ through cuBLASLt with its algorithm algo.
+// It runs with the context current and the mutex held.
+func (d *Device) ltMatmul(y, x, w *Buffer, dt DType, m, n, k, algo int) error {
+	return d.lt.Matmul(y.ptr, x.ptr, w.ptr, ltShape(dt, m, n, k), algo, d.stream)
+}
