@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
@@ -127,22 +128,22 @@ func TestPTXVersion(t *testing.T) {
 func TestCheckShapes(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		dt      DType
+		dt      checkpoint.DType
 		m, n, k int
 		sparse  bool
 		ok      bool
 	}{
-		{"tinyllama q", BF16, 1, 2048, 2048, true, true},
-		{"llama down", F16, 4096, 4096, 14336, true, true},
-		{"n not /32", BF16, 1, 48, 64, true, false},
-		{"k not /64", BF16, 1, 32, 96, true, false},
-		{"dense any k", BF16, 3, 5, 7, false, true},
-		{"m zero", BF16, 0, 32, 64, true, false},
-		{"n negative", BF16, 1, -32, 64, true, false},
-		{"k huge", BF16, 1, 32, 1 << 31, true, false},
-		{"n past grid", BF16, 1, 65536 * 64, 64, true, false},
-		{"bad dtype", DType(7), 1, 32, 64, true, false},
-		{"zero dtype", DType(0), 1, 32, 64, false, false},
+		{"tinyllama q", checkpoint.BF16, 1, 2048, 2048, true, true},
+		{"llama down", checkpoint.F16, 4096, 4096, 14336, true, true},
+		{"n not /32", checkpoint.BF16, 1, 48, 64, true, false},
+		{"k not /64", checkpoint.BF16, 1, 32, 96, true, false},
+		{"dense any k", checkpoint.BF16, 3, 5, 7, false, true},
+		{"m zero", checkpoint.BF16, 0, 32, 64, true, false},
+		{"n negative", checkpoint.BF16, 1, -32, 64, true, false},
+		{"k huge", checkpoint.BF16, 1, 32, 1 << 31, true, false},
+		{"n past grid", checkpoint.BF16, 1, 65536 * 64, 64, true, false},
+		{"bad dtype", checkpoint.F32, 1, 32, 64, true, false},
+		{"zero dtype", "", 1, 32, 64, false, false},
 	} {
 		err := checkDims("op", c.dt, c.m, c.n, c.k)
 		if err == nil && c.sparse {
@@ -166,13 +167,13 @@ func TestCheckShapes(t *testing.T) {
 // TestNilAndClosed checks that misuse returns errors instead of panicking.
 func TestNilAndClosed(t *testing.T) {
 	var d *Device
-	if err := d.SparseMatmul(nil, nil, nil, nil, BF16, 1, 32, 64); !errors.Is(err, ErrClosed) {
+	if err := d.SparseMatmul(nil, nil, nil, nil, checkpoint.BF16, 1, 32, 64); !errors.Is(err, ErrClosed) {
 		t.Errorf("nil Device SparseMatmul: %v", err)
 	}
-	if err := d.DenseMatmul(nil, nil, nil, F16, 1, 1, 1); !errors.Is(err, ErrClosed) {
+	if err := d.DenseMatmul(nil, nil, nil, checkpoint.F16, 1, 1, 1); !errors.Is(err, ErrClosed) {
 		t.Errorf("nil Device DenseMatmul: %v", err)
 	}
-	if err := d.DecodeAmpere(nil, nil, nil, BF16, 32, 64); !errors.Is(err, ErrClosed) {
+	if err := d.DecodeAmpere(nil, nil, nil, checkpoint.BF16, 32, 64); !errors.Is(err, ErrClosed) {
 		t.Errorf("nil Device DecodeAmpere: %v", err)
 	}
 	if _, err := d.Alloc(16); !errors.Is(err, ErrClosed) {
@@ -223,7 +224,7 @@ func TestNilAndClosed(t *testing.T) {
 	if _, err := d.Elapsed(nil); !errors.Is(err, ErrArgument) {
 		t.Errorf("Elapsed(nil): %v", err)
 	}
-	if err := d.SparseMatmul(nil, nil, nil, nil, BF16, 1, 33, 64); !errors.Is(err, ErrArgument) {
+	if err := d.SparseMatmul(nil, nil, nil, nil, checkpoint.BF16, 1, 33, 64); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul n=33: %v", err)
 	}
 }
@@ -252,7 +253,8 @@ func TestErrors(t *testing.T) {
 	if wrap(u) != u {
 		t.Error("wrap re-wrapped a sentinel error")
 	}
-	if DType(9).String() != "DType(9)" || BF16.String() != "BF16" || F16.String() != "F16" {
-		t.Error("DType.String")
+	if !validType(checkpoint.BF16) || !validType(checkpoint.F16) || validType(checkpoint.F32) || validType("") ||
+		dataType(checkpoint.BF16) != cuda.R16BF || dataType(checkpoint.F16) != cuda.R16F {
+		t.Error("the kernels' element types")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // Sizes of the decode benchmark.
@@ -86,23 +88,23 @@ func rotation(b *testing.B, d *Device, buf *Buffer) []*Buffer {
 // decodeBenchShapes returns the shapes BenchmarkGPUDecode measures: the
 // Llama-3 projections in BF16, and 8B gate_up in F16 too.
 func decodeBenchShapes() []struct {
-	dt DType
+	dt checkpoint.DType
 	modelShape
 } {
 	var out []struct {
-		dt DType
+		dt checkpoint.DType
 		modelShape
 	}
 	for _, s := range llama3Shapes() {
 		out = append(out, struct {
-			dt DType
+			dt checkpoint.DType
 			modelShape
-		}{BF16, s})
+		}{checkpoint.BF16, s})
 	}
 	return append(out, struct {
-		dt DType
+		dt checkpoint.DType
 		modelShape
-	}{F16, modelShape{"llama3-8b", "gate_up", 14336, 4096}})
+	}{checkpoint.F16, modelShape{"llama3-8b", "gate_up", 14336, 4096}})
 }
 
 // benchBusy allocates the two buffers whose copy benchDecode queues
@@ -266,9 +268,9 @@ func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOpti
 	plansTimed := 0
 	for _, s := range sweepShapes() {
 		name := fmt.Sprintf("%s/%s_%dx%d", s.model, s.proj, s.n, s.k)
-		w := newWeight(b, d, rng, BF16, s.n, s.k)
+		w := newWeight(b, d, rng, checkpoint.BF16, s.n, s.k)
 		packs, metas := rotation(b, d, w.dPack), rotation(b, d, w.dMeta)
-		x := upload16(b, d, randDense(rng, BF16, gemvMaxTokens*s.k))
+		x := upload16(b, d, randDense(rng, checkpoint.BF16, gemvMaxTokens*s.k))
 		y := alloc(b, d, 4*gemvMaxTokens*s.n)
 		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
 			for j, o := range plans(m, s.n, s.k, d.fn.gemvLim) {
@@ -280,7 +282,7 @@ func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOpti
 				i := 0
 				product := func() error {
 					i++
-					return d.sparse(y, x, packs[i%len(packs)], metas[i%len(metas)], BF16, m, s.n, s.k, c)
+					return d.sparse(y, x, packs[i%len(packs)], metas[i%len(metas)], checkpoint.BF16, m, s.n, s.k, c)
 				}
 				if err := product(); err != nil { // plans it and grows the workspace
 					b.Fatal(err)

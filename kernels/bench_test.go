@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // BenchmarkGPUMatmul times, with CUDA events, the sparse kernel, the
@@ -16,17 +18,17 @@ func BenchmarkGPUMatmul(b *testing.B) {
 	d := openGPU(b)
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, s := range []modelShape{{"llama3-8b", "gate_up", 14336, 4096}, {"llama3-8b", "down", 4096, 14336}} {
-		w := newWeight(b, d, rng, BF16, s.n, s.k)
+		w := newWeight(b, d, rng, checkpoint.BF16, s.n, s.k)
 		for _, m := range []int{1, 16, 4096} {
-			x := upload16(b, d, randDense(rng, BF16, m*s.k))
+			x := upload16(b, d, randDense(rng, checkpoint.BF16, m*s.k))
 			y := alloc(b, d, 4*m*s.n)
 			for _, v := range []struct {
 				name string
 				run  func() error
 			}{
-				{"sparse", func() error { return d.SparseMatmul(y, x, w.dPack, w.dMeta, BF16, m, s.n, s.k) }},
-				{"dense", func() error { return d.DenseMatmul(y, x, w.dDense, BF16, m, s.n, s.k) }},
-				{"own", func() error { return d.denseOwn(y, x, w.dDense, BF16, m, s.n, s.k) }},
+				{"sparse", func() error { return d.SparseMatmul(y, x, w.dPack, w.dMeta, checkpoint.BF16, m, s.n, s.k) }},
+				{"dense", func() error { return d.DenseMatmul(y, x, w.dDense, checkpoint.BF16, m, s.n, s.k) }},
+				{"own", func() error { return d.denseOwn(y, x, w.dDense, checkpoint.BF16, m, s.n, s.k) }},
 			} {
 				b.Run(fmt.Sprintf("%s/%s_%dx%d/m=%d", v.name, s.proj, s.n, s.k, m), func(b *testing.B) {
 					if err := v.run(); err != nil {

@@ -1,6 +1,10 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+)
 
 // DenseCandidates returns how many algorithms cuBLASLt's heuristic offers
 // for [Device.DenseMatmul] of this data type and shape (at most 8, best
@@ -10,7 +14,7 @@ import "fmt"
 // call nor a later product of the shape repeats that host work. An engine
 // times each candidate once and keeps the fastest, with
 // [Device.DenseMatmulCandidate].
-func (d *Device) DenseCandidates(dt DType, m, n, k int) (int, error) {
+func (d *Device) DenseCandidates(dt checkpoint.DType, m, n, k int) (int, error) {
 	const op = "DenseCandidates"
 	if err := checkDims(op, dt, m, n, k); err != nil {
 		return 0, err
@@ -31,7 +35,7 @@ func (d *Device) DenseCandidates(dt DType, m, n, k int) (int, error) {
 // algorithm that the heuristic ranked i-th (0 ≤ i < DenseCandidates). It
 // fails when DenseMatmul does not use cuBLASLt. The launch is
 // asynchronous.
-func (d *Device) DenseMatmulCandidate(y, x, w *Buffer, dt DType, m, n, k, i int) error {
+func (d *Device) DenseMatmulCandidate(y, x, w *Buffer, dt checkpoint.DType, m, n, k, i int) error {
 	const op = "DenseMatmulCandidate"
 	operands, err := d.denseArgs(op, y, x, w, dt, m, n, k)
 	if err != nil {
@@ -87,7 +91,7 @@ func (d *Device) CublasLtVersion() (int, string) {
 // Above 64 tokens there is one, the tiled kernel. An engine on another
 // GPU times each once and keeps the fastest, as it does with
 // [Device.DenseCandidates].
-func (d *Device) SparseCandidates(dt DType, m, n, k int) ([]string, error) {
+func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, error) {
 	const op = "SparseCandidates"
 	if err := checkDims(op, dt, m, n, k); err != nil {
 		return nil, err
@@ -118,7 +122,7 @@ func (d *Device) SparseCandidates(dt DType, m, n, k int) ([]string, error) {
 // SparseCandidates lists i-th. Every plan computes the same product; with
 // the same plan the result is the same bits every run. The launch is
 // asynchronous.
-func (d *Device) SparseMatmulCandidate(y, x, packed, meta *Buffer, dt DType, m, n, k, i int) error {
+func (d *Device) SparseMatmulCandidate(y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k, i int) error {
 	const op = "SparseMatmulCandidate"
 	if i < 0 || i > 0 && (m > gemvMaxTokens || i >= gemvMaxCandidates) {
 		return argError("%s: no candidate %d for m = %d", op, i, m)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cublaslt"
 )
 
@@ -46,12 +47,12 @@ func (d *Device) openCublasLt(path string) error {
 }
 
 // ltShape is the cuBLASLt shape of a dense product.
-func ltShape(dt DType, m, n, k int) cublaslt.Shape {
-	return cublaslt.Shape{Type: dt.cudaDataType(), M: m, N: n, K: k}
+func ltShape(dt checkpoint.DType, m, n, k int) cublaslt.Shape {
+	return cublaslt.Shape{Type: dataType(dt), M: m, N: n, K: k}
 }
 
 // ltMatmul queues y = x · wᵀ through cuBLASLt with its algorithm algo.
 // It runs with the context current and the mutex held.
-func (d *Device) ltMatmul(y, x, w *Buffer, dt DType, m, n, k, algo int) error {
+func (d *Device) ltMatmul(y, x, w *Buffer, dt checkpoint.DType, m, n, k, algo int) error {
 	return d.lt.Matmul(y.ptr, x.ptr, w.ptr, ltShape(dt, m, n, k), algo, d.stream)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // openSparseLt opens cuSPARSELt on d or skips the test without it.
@@ -35,7 +37,7 @@ func TestGPUSparseLt(t *testing.T) {
 	// BF16 only: on an H200 with cuSPARSELt 0.8.0 the F16 algorithm search
 	// failed with CUSPARSE_STATUS_INTERNAL_ERROR and an illegal
 	// instruction, which poisons the context (see SparseLt.Plan).
-	for _, dt := range []DType{BF16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16} {
 		n, k := 256, 512
 		w := newWeight(t, d, rng, dt, n, k)
 		size, err := s.CompressedSize(dt, n, k)
@@ -103,7 +105,7 @@ func TestGPUSparseLt(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Plan(BF16, 1, 256, 512); !errors.Is(err, ErrClosed) {
+	if _, err := s.Plan(checkpoint.BF16, 1, 256, 512); !errors.Is(err, ErrClosed) {
 		t.Errorf("Plan after Close: %v", err)
 	}
 }
@@ -114,7 +116,7 @@ func TestGPUDenseCandidates(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	m, n, k := 64, 512, 1024
-	count, err := d.DenseCandidates(BF16, m, n, k)
+	count, err := d.DenseCandidates(checkpoint.BF16, m, n, k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,24 +129,24 @@ func TestGPUDenseCandidates(t *testing.T) {
 	if count < 1 {
 		t.Fatal("no candidates")
 	}
-	w := newWeight(t, d, rng, BF16, n, k)
+	w := newWeight(t, d, rng, checkpoint.BF16, n, k)
 	defer w.free(t)
-	x := upload16(t, d, randDense(rng, BF16, m*k))
+	x := upload16(t, d, randDense(rng, checkpoint.BF16, m*k))
 	ref := poisoned(t, d, m*n)
 	defer freeAll(t, x, ref)
-	if err := d.DenseMatmul(ref, x, w.dDense, BF16, m, n, k); err != nil {
+	if err := d.DenseMatmul(ref, x, w.dDense, checkpoint.BF16, m, n, k); err != nil {
 		t.Fatal(err)
 	}
 	want := downloadF32(t, ref, m*n)
 	for i := range count {
 		y := poisoned(t, d, m*n)
-		if err := d.DenseMatmulCandidate(y, x, w.dDense, BF16, m, n, k, i); err != nil {
+		if err := d.DenseMatmulCandidate(y, x, w.dDense, checkpoint.BF16, m, n, k, i); err != nil {
 			t.Fatal(err)
 		}
 		checkClose(t, "candidate", k, downloadF32(t, y, m*n), want)
 		freeAll(t, y)
 	}
-	if err := d.DenseMatmulCandidate(ref, x, w.dDense, BF16, m, n, k, count); !errors.Is(err, ErrArgument) {
+	if err := d.DenseMatmulCandidate(ref, x, w.dDense, checkpoint.BF16, m, n, k, count); !errors.Is(err, ErrArgument) {
 		t.Errorf("candidate %d of %d: %v", count, count, err)
 	}
 	t.Logf("%d candidates", count)

@@ -1,38 +1,20 @@
 package kernels
 
 import (
-	"fmt"
-
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
-// DType is the element type of the 16-bit weights and activations that the
-// kernels read. Results are always float32.
-type DType int
+// The kernels read 16-bit weights and activations of type checkpoint.BF16
+// or checkpoint.F16; their results are always float32.
 
-// The data types the kernels support.
-const (
-	BF16 DType = iota + 1 // bfloat16
-	F16                   // IEEE half precision
-)
+// validType reports whether the kernels read elements of type dt.
+func validType(dt checkpoint.DType) bool { return dt == checkpoint.BF16 || dt == checkpoint.F16 }
 
-// String returns "BF16", "F16", or "DType(N)" for an unknown value.
-func (dt DType) String() string {
-	switch dt {
-	case BF16:
-		return "BF16"
-	case F16:
-		return "F16"
-	}
-	return fmt.Sprintf("DType(%d)", int(dt))
-}
-
-// valid reports whether dt is one of the supported data types.
-func (dt DType) valid() bool { return dt == BF16 || dt == F16 }
-
-// cudaDataType returns the cudaDataType_t value of dt.
-func (dt DType) cudaDataType() cuda.DataType {
-	if dt == BF16 {
+// dataType returns the cudaDataType_t of dt, one of the types validType
+// accepts.
+func dataType(dt checkpoint.DType) cuda.DataType {
+	if dt == checkpoint.BF16 {
 		return cuda.R16BF
 	}
 	return cuda.R16F

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
@@ -232,7 +233,7 @@ func (d *Device) gemvPlanFor(m, n, k int, o gemvOptions, cand int) (gemvPlan, er
 // planGemv's): one launch, planned once per shape, token count, options
 // and candidate. The caller has checked the operands. It runs with the
 // context current and the mutex held.
-func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, n, k int, o gemvOptions, cand int) error {
+func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int, o gemvOptions, cand int) error {
 	p, err := d.gemvPlanFor(m, n, k, o, cand)
 	if errors.Is(err, errGemvPlan) {
 		return argError("%s: %v", op, err)
@@ -245,7 +246,7 @@ func (d *Device) launchGemv(op string, y, x, packed, meta *Buffer, dt DType, m, 
 		work = p.work.ptr()
 	}
 	di := 0
-	if dt == F16 {
+	if dt == checkpoint.F16 {
 		di = 1
 	}
 	ti, si := bits.TrailingZeros(uint(p.tiles)), bits.TrailingZeros(uint(p.sc))-1

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
@@ -279,7 +280,7 @@ func TestGPUCopyFrom(t *testing.T) {
 // runSparse runs the sparse product with kernel choice c into a poisoned
 // output and returns it. With SFSURGERY_TEST_NO_PAIR set it runs a plan
 // with the pair sum as the same plan with tickets.
-func runSparse(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int, c sparseChoice) []float32 {
+func runSparse(t testing.TB, d *Device, dt checkpoint.DType, w *weight, x *Buffer, m int, c sparseChoice) []float32 {
 	t.Helper()
 	if c.kernel == sparseGemv && os.Getenv("SFSURGERY_TEST_NO_PAIR") != "" {
 		// For compute-sanitizer's racecheck, which cannot follow the pair
@@ -389,7 +390,7 @@ func TestGPUDecodeSmall(t *testing.T) {
 		shapes, tokens = []struct{ n, k int }{{96, 192}, {288, 1600}}, []int{1, 17, 64}
 	}
 	for _, form := range []string{"mma", "wg", "pair", "hy"} {
-		for _, dt := range []DType{BF16, F16} {
+		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 			for _, s := range shapes {
 				t.Run(fmt.Sprintf("%s/%v/n%dk%d", form, dt, s.n, s.k), func(t *testing.T) {
 					rng := testRand(t)
@@ -454,11 +455,11 @@ func TestGPUDecodeDeterministic(t *testing.T) {
 		c sparseChoice
 	}
 	const k = 640 // 10 chunks
-	small := newWeight(t, d, rng, BF16, 288, k)
+	small := newWeight(t, d, rng, checkpoint.BF16, 288, k)
 	defer small.free(t)
-	large := newWeight(t, d, rng, BF16, 4096, 2*k)
+	large := newWeight(t, d, rng, checkpoint.BF16, 4096, 2*k)
 	defer large.free(t)
-	xs := randDense(rng, BF16, gemvMaxTokens*2*k)
+	xs := randDense(rng, checkpoint.BF16, gemvMaxTokens*2*k)
 	x := upload16(t, d, xs)
 	defer freeAll(t, x)
 	decode := func(o gemvOptions) sparseChoice { return sparseChoice{kernel: sparseGemv, gemv: o} }
@@ -494,14 +495,14 @@ func TestGPUDecodeDeterministic(t *testing.T) {
 					t.Fatalf("%s: plan %+v, %v: want several slices", name, p, err)
 				}
 			}
-			got := runSparse(t, d, BF16, r.w, x, r.m, r.c)
+			got := runSparse(t, d, checkpoint.BF16, r.w, x, r.m, r.c)
 			want, ok := first[name]
 			if !ok {
 				cols := make([]int, r.w.n)
 				for i := range cols {
 					cols[i] = i
 				}
-				checkClose(t, name, r.w.k, got, refColumns(BF16, xs, r.w.dense, r.m, r.w.k, cols))
+				checkClose(t, name, r.w.k, got, refColumns(checkpoint.BF16, xs, r.w.dense, r.m, r.w.k, cols))
 				first[name] = got
 				continue
 			}
@@ -531,15 +532,15 @@ func TestGPUDecodeCoopFallback(t *testing.T) {
 	}()
 	rng := testRand(t)
 	const m, n, k = 64, 14336, 4096 // 112 row groups × 4 slices: 448 CTAs, more than fit
-	w := newWeight(t, d, rng, BF16, n, k)
+	w := newWeight(t, d, rng, checkpoint.BF16, n, k)
 	defer w.free(t)
-	x := upload16(t, d, randDense(rng, BF16, m*k))
+	x := upload16(t, d, randDense(rng, checkpoint.BF16, m*k))
 	defer freeAll(t, x)
 	coopOpts := gemvOptions{coop: 1, splits: 4, sc: 2}
 	if p, err := planGemv(m, n, k, d.fn.gemvLim, coopOpts); err != nil || !p.coop || int(p.grid(n)[0]*p.grid(n)[1]) <= saved.sms {
 		t.Fatalf("plan %v, %v: want a cooperative plan of more than %d CTAs", p, err, saved.sms)
 	}
-	tickets := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{coop: -1, wg: 1, splits: 4, sc: 2}})
+	tickets := runSparse(t, d, checkpoint.BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{coop: -1, wg: 1, splits: 4, sc: 2}})
 	checkFallback(t, d, w, x, m, coopOpts, tickets, nil, func(p gemvPlan) bool { return !p.coop })
 }
 
@@ -560,7 +561,7 @@ func checkFallback(t *testing.T, d *Device, w *weight, x *Buffer, m int, opts ge
 		alter(&p)
 		d.fn.gemvPlans[key] = p
 	}
-	got := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	got := runSparse(t, d, checkpoint.BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
 	if i := bitDiff(got, want); i >= 0 {
 		t.Errorf("%+v: y[%d] = %v after the fallback, want %v", opts, i, got[i], want[i])
 	}
@@ -580,13 +581,13 @@ func TestGPUDecodeClusterFallback(t *testing.T) {
 	}
 	rng := testRand(t)
 	const m, n, k = 32, 1024, 4096
-	w := newWeight(t, d, rng, BF16, n, k)
+	w := newWeight(t, d, rng, checkpoint.BF16, n, k)
 	defer w.free(t)
-	x := upload16(t, d, randDense(rng, BF16, m*k))
+	x := upload16(t, d, randDense(rng, checkpoint.BF16, m*k))
 	defer freeAll(t, x)
 	opts := gemvOptions{tiles: 2, sc: 4, splits: 4}
-	plain := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{tiles: 2, sc: 4, splits: 4, cluster: -1}})
-	cl := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	plain := runSparse(t, d, checkpoint.BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: gemvOptions{tiles: 2, sc: 4, splits: 4, cluster: -1}})
+	cl := runSparse(t, d, checkpoint.BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
 	key := gemvKey{m, n, k, opts, 0}
 	p, ok := d.fn.gemvPlans[key]
 	if !ok || p.cluster != 2 || p.groups != 2 {
@@ -615,7 +616,7 @@ func TestGPUDecodePair(t *testing.T) {
 	}
 	rng := testRand(t)
 	for _, s := range []struct{ n, k int }{{96, 1600}, {1024, 4096}} {
-		for _, dt := range []DType{BF16, F16} {
+		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 			w := newWeight(t, d, rng, dt, s.n, s.k)
 			for _, m := range []int{1, 3, 4, 16, 33, 64} {
 				x := upload16(t, d, randDense(rng, dt, m*s.k))
@@ -648,14 +649,14 @@ func TestGPUDecodePair(t *testing.T) {
 // three slices, and cache the plan without the pair.
 func checkPairFallback(t *testing.T, d *Device, rng *rand.Rand, m, n, k int, opts gemvOptions, rb int) {
 	t.Helper()
-	w := newWeight(t, d, rng, BF16, n, k)
+	w := newWeight(t, d, rng, checkpoint.BF16, n, k)
 	defer w.free(t)
-	x := upload16(t, d, randDense(rng, BF16, m*k))
+	x := upload16(t, d, randDense(rng, checkpoint.BF16, m*k))
 	defer freeAll(t, x)
 	tickets := opts
 	tickets.pair, tickets.splits = -1, 3
-	three := runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: tickets})
-	runSparse(t, d, BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
+	three := runSparse(t, d, checkpoint.BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: tickets})
+	runSparse(t, d, checkpoint.BF16, w, x, m, sparseChoice{kernel: sparseGemv, gemv: opts})
 	key := gemvKey{m, n, k, opts, 0}
 	p, ok := d.fn.gemvPlans[key]
 	if !ok || !p.pair || p.rb != rb || p.splits != 2 {
@@ -684,7 +685,7 @@ func TestGPUDecodeHybrid(t *testing.T) {
 	rng := testRand(t)
 	compared := 0
 	for _, s := range []struct{ n, k int }{{96, 1600}, {1024, 4096}, {288, 320}} {
-		for _, dt := range []DType{BF16, F16} {
+		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 			w := newWeight(t, d, rng, dt, s.n, s.k)
 			for _, m := range []int{1, 3, 4, 8, 9, 16} {
 				x := upload16(t, d, randDense(rng, dt, m*s.k))
@@ -731,7 +732,7 @@ func TestGPUDecodeDegenerate(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	const m, n, k = 13, 96, 256
-	for _, dt := range []DType{BF16, F16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 		xs := randDense(rng, dt, m*k)
 		x := upload16(t, d, xs)
 		for _, pos := range []int{-1, 0, 3, 4} { // -1: all zero; 4: the position varies per group
@@ -776,7 +777,7 @@ func TestGPUDecodeCorruptMeta(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	const n, k = 64, 256
-	dt := F16
+	dt := checkpoint.F16
 	for _, m := range []int{1, 13, 40} {
 		xs := randDense(rng, dt, m*k)
 		x := upload16(t, d, xs)
@@ -875,7 +876,7 @@ func TestGPUDecodeModels(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	ms, shapes := decodeModelCases()
-	for _, dt := range []DType{BF16, F16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 		for _, s := range shapes {
 			t.Run(fmt.Sprintf("%v/%s/%s_%dx%d", dt, s.model, s.proj, s.n, s.k), func(t *testing.T) {
 				w := newWeight(t, d, rng, dt, s.n, s.k)
@@ -929,7 +930,7 @@ func TestGPUDecodeWarpgroup(t *testing.T) {
 	}
 	rng := testRand(t)
 	ms, shapes := decodeModelCases()
-	for _, dt := range []DType{BF16, F16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 		for _, s := range shapes {
 			w := newWeight(t, d, rng, dt, s.n, s.k)
 			x := upload16(t, d, randDense(rng, dt, gemvMaxTokens*s.k))
@@ -968,7 +969,7 @@ func TestGPUDecodeWarpgroup(t *testing.T) {
 func TestGPUDecodeCandidates(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
-	const dt = BF16
+	const dt = checkpoint.BF16
 	for _, s := range llama3Shapes()[:4] {
 		w := newWeight(t, d, rng, dt, s.n, s.k)
 		x := upload16(t, d, randDense(rng, dt, gemvMaxTokens*s.k))

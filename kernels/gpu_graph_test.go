@@ -3,6 +3,8 @@ package kernels
 import (
 	"errors"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // TestGPUGraph captures the decode kernel (a split-K plan, whose tickets
@@ -15,17 +17,17 @@ func TestGPUGraph(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	const m, n, k = 16, 1024, 4096
-	w := newWeight(t, d, rng, BF16, n, k)
+	w := newWeight(t, d, rng, checkpoint.BF16, n, k)
 	defer w.free(t)
-	x := upload16(t, d, randDense(rng, BF16, m*k))
+	x := upload16(t, d, randDense(rng, checkpoint.BF16, m*k))
 	defer freeAll(t, x)
 	split := sparseChoice{kernel: sparseGemv, gemv: gemvOptions{splits: 8, wg: -1}}
 	general := sparseChoice{kernel: sparseGeneral}
-	wantSplit := runSparse(t, d, BF16, w, x, m, split)
-	wantGeneral := runSparse(t, d, BF16, w, x, m, general)
+	wantSplit := runSparse(t, d, checkpoint.BF16, w, x, m, split)
+	wantGeneral := runSparse(t, d, checkpoint.BF16, w, x, m, general)
 	ys := [3]*Buffer{poisoned(t, d, m*n), poisoned(t, d, m*n), poisoned(t, d, m*n)}
 	defer freeAll(t, ys[:]...)
-	if err := d.DenseMatmul(ys[2], x, w.dDense, BF16, m, n, k); err != nil {
+	if err := d.DenseMatmul(ys[2], x, w.dDense, checkpoint.BF16, m, n, k); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Synchronize(); err != nil {
@@ -39,9 +41,9 @@ func TestGPUGraph(t *testing.T) {
 	}
 	g, err := d.Capture(func() error {
 		return errors.Join(
-			d.sparse(ys[0], x, w.dPack, w.dMeta, BF16, m, n, k, split),
-			d.sparse(ys[1], x, w.dPack, w.dMeta, BF16, m, n, k, general),
-			d.DenseMatmul(ys[2], x, w.dDense, BF16, m, n, k))
+			d.sparse(ys[0], x, w.dPack, w.dMeta, checkpoint.BF16, m, n, k, split),
+			d.sparse(ys[1], x, w.dPack, w.dMeta, checkpoint.BF16, m, n, k, general),
+			d.DenseMatmul(ys[2], x, w.dDense, checkpoint.BF16, m, n, k))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +89,7 @@ func TestGPUGraph(t *testing.T) {
 	if _, err := d.Capture(nil); !errors.Is(err, ErrArgument) {
 		t.Errorf("nil capture: %v", err)
 	}
-	if got := runSparse(t, d, BF16, w, x, m, split); bitDiff(got, wantSplit) >= 0 {
+	if got := runSparse(t, d, checkpoint.BF16, w, x, m, split); bitDiff(got, wantSplit) >= 0 {
 		t.Error("the device computes differently after failed captures")
 	}
 	if err := g.Close(); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // openGPU opens device 0 or skips the test when the machine has no usable
@@ -138,7 +140,7 @@ func tolerance(k int) float64 {
 
 // refColumns computes, in float64, output columns cols (weight rows) of
 // y = x · wᵀ for all m tokens, as float32 [m][len(cols)].
-func refColumns(dt DType, x, w []uint16, m, k int, cols []int) []float32 {
+func refColumns(dt checkpoint.DType, x, w []uint16, m, k int, cols []int) []float32 {
 	v := lut(dt)
 	out := make([]float32, m*len(cols))
 	for ci, c := range cols {
@@ -192,7 +194,7 @@ type weight struct {
 	dDense, dPack, dMeta *Buffer
 }
 
-func newWeight(t testing.TB, d *Device, rng *rand.Rand, dt DType, n, k int) *weight {
+func newWeight(t testing.TB, d *Device, rng *rand.Rand, dt checkpoint.DType, n, k int) *weight {
 	w := &weight{n: n, k: k, dense: randPruned(rng, dt, n, k)}
 	w.packed, w.meta = packAmpere(w.dense, n, k)
 	w.dDense = upload16(t, d, w.dense)
@@ -263,23 +265,23 @@ func TestGPUBuffers(t *testing.T) {
 	// Operands are checked before any launch.
 	y := poisoned(t, d, 32)
 	x, p, m := alloc(t, d, 2*64), alloc(t, d, 32*64), alloc(t, d, 32*64/8)
-	if err := d.SparseMatmul(y, x, p, m, BF16, 1, 32, 64); err != nil {
+	if err := d.SparseMatmul(y, x, p, m, checkpoint.BF16, 1, 32, 64); err != nil {
 		t.Errorf("valid SparseMatmul: %v", err)
 	}
-	if err := d.SparseMatmul(y, x, p, m, BF16, 2, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := d.SparseMatmul(y, x, p, m, checkpoint.BF16, 2, 32, 64); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul with short x and y: %v", err)
 	}
-	if err := d.SparseMatmul(x, x, p, m, BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := d.SparseMatmul(x, x, p, m, checkpoint.BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul with y == x: %v", err)
 	}
-	if err := d.SparseMatmul(y, x, p, nil, BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := d.SparseMatmul(y, x, p, nil, checkpoint.BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul with nil meta: %v", err)
 	}
-	if err := d.DecodeAmpere(p, p, m, F16, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := d.DecodeAmpere(p, p, m, checkpoint.F16, 32, 64); !errors.Is(err, ErrArgument) {
 		t.Errorf("DecodeAmpere in place: %v", err)
 	}
 	other := openGPU(t)
-	if err := other.DenseMatmul(y, x, p, BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := other.DenseMatmul(y, x, p, checkpoint.BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
 		t.Errorf("buffers of another Device: %v", err)
 	}
 	if err := d.Synchronize(); err != nil {
@@ -298,7 +300,7 @@ func TestGPUBuffers(t *testing.T) {
 
 // runAll runs the sparse kernel, the default dense path and the own dense
 // kernel for m tokens and returns their outputs.
-func runAll(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int) (sparse, dense, own []float32) {
+func runAll(t testing.TB, d *Device, dt checkpoint.DType, w *weight, x *Buffer, m int) (sparse, dense, own []float32) {
 	t.Helper()
 	n, k := w.n, w.k
 	ys, yd, yo := poisoned(t, d, m*n), poisoned(t, d, m*n), poisoned(t, d, m*n)
@@ -319,7 +321,7 @@ func runAll(t testing.TB, d *Device, dt DType, w *weight, x *Buffer, m int) (spa
 }
 
 // checkDecode decodes w on the GPU and compares bit for bit.
-func checkDecode(t testing.TB, d *Device, dt DType, w *weight) {
+func checkDecode(t testing.TB, d *Device, dt checkpoint.DType, w *weight) {
 	t.Helper()
 	out := alloc(t, d, 2*w.n*w.k)
 	defer freeAll(t, out)
@@ -344,7 +346,7 @@ func checkDecode(t testing.TB, d *Device, dt DType, w *weight) {
 func TestGPUSmall(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
-	for _, dt := range []DType{BF16, F16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 		for _, s := range []struct{ m, n, k int }{
 			{1, 32, 64}, {37, 96, 192}, {130, 160, 320}, {64, 64, 128}, {200, 32, 320},
 		} {
@@ -376,7 +378,7 @@ func TestGPUDegenerate(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	const m, n, k = 70, 96, 256
-	for _, dt := range []DType{BF16, F16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 		xs := randDense(rng, dt, m*k)
 		x := upload16(t, d, xs)
 		for _, pos := range []int{-1, 0, 1, 2, 3, 4} { // -1: all zero; 4: the position varies per group
@@ -420,7 +422,7 @@ func TestGPUCorruptMeta(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	const m, n, k = 48, 64, 128
-	dt := BF16
+	dt := checkpoint.BF16
 	xs := randDense(rng, dt, m*k)
 	x := upload16(t, d, xs)
 	defer freeAll(t, x)
@@ -533,7 +535,7 @@ func TestGPUModels(t *testing.T) {
 	}
 	maxM := ms[len(ms)-1]
 	t.Logf("dense backend: %s", d.DenseBackend())
-	for _, dt := range []DType{BF16, F16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 		for _, s := range modelShapes() {
 			if testing.Short() && s.model != "tinyllama" {
 				continue

@@ -1,6 +1,9 @@
 package kernels
 
-import "github.com/sfsurgery/sfsurgery/cuda"
+import (
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/cuda"
+)
 
 // SparseMatmul computes y = x · Wᵀ on the sparse tensor cores, where the
 // weight W [n][k] is given in PyTorch's CUTLASS layout exactly as stored:
@@ -18,7 +21,7 @@ import "github.com/sfsurgery/sfsurgery/cuda"
 // a fixed order, so results are bit-for-bit reproducible. Larger m uses
 // the tiled kernel. (At m = 64 on an H100 the decode kernel measured
 // 1.2-2.3× faster than the tiled one on every Llama-3 projection.)
-func (d *Device) SparseMatmul(y, x, packed, meta *Buffer, dt DType, m, n, k int) error {
+func (d *Device) SparseMatmul(y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int) error {
 	return d.sparse(y, x, packed, meta, dt, m, n, k, sparseChoice{})
 }
 
@@ -38,12 +41,12 @@ type sparseChoice struct {
 }
 
 // sparse is SparseMatmul with the kernel chosen by c.
-func (d *Device) sparse(y, x, packed, meta *Buffer, dt DType, m, n, k int, c sparseChoice) error {
+func (d *Device) sparse(y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int, c sparseChoice) error {
 	return d.sparseOp("SparseMatmul", y, x, packed, meta, dt, m, n, k, c)
 }
 
 // sparseOp is sparse for op (the name its errors carry).
-func (d *Device) sparseOp(op string, y, x, packed, meta *Buffer, dt DType, m, n, k int, c sparseChoice) error {
+func (d *Device) sparseOp(op string, y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int, c sparseChoice) error {
 	if err := checkDims(op, dt, m, n, k); err != nil {
 		return err
 	}
@@ -69,9 +72,9 @@ func (d *Device) sparseOp(op string, y, x, packed, meta *Buffer, dt DType, m, n,
 // launchTiled queues the tiled kernel, as SparseMatmul does above
 // gemvMaxTokens tokens. It runs with the context current and the mutex
 // held.
-func (d *Device) launchTiled(y, x, packed, meta *Buffer, dt DType, m, n, k int) error {
+func (d *Device) launchTiled(y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int) error {
 	fn := d.fn.spmmBF16
-	if dt == F16 {
+	if dt == checkpoint.F16 {
 		fn = d.fn.spmmF16
 	}
 	grid := cuda.Dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
@@ -83,18 +86,18 @@ func (d *Device) launchTiled(y, x, packed, meta *Buffer, dt DType, m, n, k int) 
 // and y float32 [m][n], all row-major, accumulating in float32. It uses
 // cuBLASLt when it was found at Open, else the package's own kernel;
 // [Device.DenseBackend] says which.
-func (d *Device) DenseMatmul(y, x, w *Buffer, dt DType, m, n, k int) error {
+func (d *Device) DenseMatmul(y, x, w *Buffer, dt checkpoint.DType, m, n, k int) error {
 	return d.dense("DenseMatmul", y, x, w, dt, m, n, k, false)
 }
 
 // denseOwn is DenseMatmul forced onto the package's own kernel.
-func (d *Device) denseOwn(y, x, w *Buffer, dt DType, m, n, k int) error {
+func (d *Device) denseOwn(y, x, w *Buffer, dt checkpoint.DType, m, n, k int) error {
 	return d.dense("DenseMatmul", y, x, w, dt, m, n, k, true)
 }
 
 // denseArgs checks the dimensions of a dense product y[m][n] = x·wᵀ and
 // returns a check of its operands, to run inside d.do.
-func (d *Device) denseArgs(op string, y, x, w *Buffer, dt DType, m, n, k int) (func() error, error) {
+func (d *Device) denseArgs(op string, y, x, w *Buffer, dt checkpoint.DType, m, n, k int) (func() error, error) {
 	if err := checkDims(op, dt, m, n, k); err != nil {
 		return nil, err
 	}
@@ -107,7 +110,7 @@ func (d *Device) denseArgs(op string, y, x, w *Buffer, dt DType, m, n, k int) (f
 	}, nil
 }
 
-func (d *Device) dense(op string, y, x, w *Buffer, dt DType, m, n, k int, own bool) error {
+func (d *Device) dense(op string, y, x, w *Buffer, dt checkpoint.DType, m, n, k int, own bool) error {
 	operands, err := d.denseArgs(op, y, x, w, dt, m, n, k)
 	if err != nil {
 		return err
@@ -120,7 +123,7 @@ func (d *Device) dense(op string, y, x, w *Buffer, dt DType, m, n, k int, own bo
 			return d.ltMatmul(y, x, w, dt, m, n, k, 0)
 		}
 		fn := d.fn.denseBF16
-		if dt == F16 {
+		if dt == checkpoint.F16 {
 			fn = d.fn.denseF16
 		}
 		grid := cuda.Dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
@@ -133,7 +136,7 @@ func (d *Device) dense(op string, y, x, w *Buffer, dt DType, m, n, k int, own bo
 // [n][k/2] of dtype dt, meta int16 reordered) into the dense pruned weight
 // w [n][k], bit for bit; pruned elements become +0.0. It needs n % 32 == 0
 // and k % 64 == 0. The launch is asynchronous.
-func (d *Device) DecodeAmpere(w, packed, meta *Buffer, dt DType, n, k int) error {
+func (d *Device) DecodeAmpere(w, packed, meta *Buffer, dt checkpoint.DType, n, k int) error {
 	const op = "DecodeAmpere"
 	if err := checkDims(op, dt, 1, n, k); err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // f16Int returns the F16 bits of a small positive integer.
@@ -94,7 +96,7 @@ func TestMetaIndexClosedForm(t *testing.T) {
 // degenerate groups included.
 func TestPackRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, dt := range []DType{BF16, F16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 		const n, k = 96, 192
 		w := randPruned(rng, dt, n, k)
 		packed, meta := packAmpere(w, n, k)
@@ -115,12 +117,12 @@ func TestPackRoundTrip(t *testing.T) {
 
 func TestToFloat64(t *testing.T) {
 	for _, c := range []struct {
-		dt   DType
+		dt   checkpoint.DType
 		bits uint16
 		want float64
 	}{
-		{F16, 0x3c00, 1}, {F16, 0xc000, -2}, {F16, 0x0001, 5.960464477539063e-08}, {F16, 0x7bff, 65504},
-		{BF16, 0x3f80, 1}, {BF16, 0xc040, -3}, {BF16, 0x3e00, 0.125},
+		{checkpoint.F16, 0x3c00, 1}, {checkpoint.F16, 0xc000, -2}, {checkpoint.F16, 0x0001, 5.960464477539063e-08}, {checkpoint.F16, 0x7bff, 65504},
+		{checkpoint.BF16, 0x3f80, 1}, {checkpoint.BF16, 0xc040, -3}, {checkpoint.BF16, 0x3e00, 0.125},
 	} {
 		if got := toFloat64(c.dt, c.bits); got != c.want {
 			t.Errorf("toFloat64(%v, %#x) = %v, want %v", c.dt, c.bits, got, c.want)

@@ -3,6 +3,8 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // This file is a small test-only implementation of PyTorch's CUTLASS 2:4
@@ -100,9 +102,9 @@ func unpackAmpere(packed, meta []uint16, n, k int) []uint16 {
 
 // randValue returns random nonzero 16-bit bits of dt with magnitude in
 // [2^-5, 2^2), random sign and mantissa.
-func randValue(rng *rand.Rand, dt DType) uint16 {
+func randValue(rng *rand.Rand, dt checkpoint.DType) uint16 {
 	sign := uint16(rng.IntN(2)) << 15
-	if dt == BF16 {
+	if dt == checkpoint.BF16 {
 		return sign | uint16(122+rng.IntN(7))<<7 | uint16(rng.IntN(1<<7))
 	}
 	return sign | uint16(10+rng.IntN(7))<<10 | uint16(rng.IntN(1<<10))
@@ -110,7 +112,7 @@ func randValue(rng *rand.Rand, dt DType) uint16 {
 
 // randPruned returns a random 2:4-pruned weight [n][k]: most groups keep 2
 // values at random positions, some keep 1 and some none (degenerate groups).
-func randPruned(rng *rand.Rand, dt DType, n, k int) []uint16 {
+func randPruned(rng *rand.Rand, dt checkpoint.DType, n, k int) []uint16 {
 	w := make([]uint16, n*k)
 	for g := 0; g < n*k/4; g++ {
 		switch u := rng.IntN(20); {
@@ -128,7 +130,7 @@ func randPruned(rng *rand.Rand, dt DType, n, k int) []uint16 {
 }
 
 // randDense returns random 16-bit values (activations), all nonzero.
-func randDense(rng *rand.Rand, dt DType, count int) []uint16 {
+func randDense(rng *rand.Rand, dt checkpoint.DType, count int) []uint16 {
 	x := make([]uint16, count)
 	for i := range x {
 		x[i] = randValue(rng, dt)
@@ -137,8 +139,8 @@ func randDense(rng *rand.Rand, dt DType, count int) []uint16 {
 }
 
 // toFloat64 widens 16-bit bits of dt.
-func toFloat64(dt DType, v uint16) float64 {
-	if dt == BF16 {
+func toFloat64(dt checkpoint.DType, v uint16) float64 {
+	if dt == checkpoint.BF16 {
 		return float64(math.Float32frombits(uint32(v) << 16))
 	}
 	sign := 1.0
@@ -160,7 +162,7 @@ func toFloat64(dt DType, v uint16) float64 {
 }
 
 // lut returns the float64 value of every 16-bit pattern of dt.
-func lut(dt DType) []float64 {
+func lut(dt checkpoint.DType) []float64 {
 	t := make([]float64, 1<<16)
 	for i := range t {
 		t[i] = toFloat64(dt, uint16(i))

@@ -3,6 +3,8 @@ package kernels
 import (
 	"math"
 	"math/bits"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // Limits of the kernels' index arithmetic and launch grids.
@@ -14,8 +16,8 @@ const (
 )
 
 // checkDims validates m, n, k (each ≥ 1 and ≤ maxDim) for op.
-func checkDims(op string, dt DType, m, n, k int) error {
-	if !dt.valid() {
+func checkDims(op string, dt checkpoint.DType, m, n, k int) error {
+	if !validType(dt) {
 		return argError("%s: unsupported data type %v", op, dt)
 	}
 	for _, v := range []struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cusparselt"
 )
 
@@ -112,18 +113,18 @@ func (s *SparseLt) Close() error {
 // CompressedSize returns the bytes of the compressed form of a 2:4
 // weight n×k of type dt, the size of the destination of
 // [SparseLt.Compress].
-func (s *SparseLt) CompressedSize(dt DType, n, k int) (int64, error) {
+func (s *SparseLt) CompressedSize(dt checkpoint.DType, n, k int) (int64, error) {
 	size, _, err := s.compressedSize(dt, n, k)
 	return size, err
 }
 
-func (s *SparseLt) compressedSize(dt DType, n, k int) (size, scratch int64, err error) {
+func (s *SparseLt) compressedSize(dt checkpoint.DType, n, k int) (size, scratch int64, err error) {
 	if err := checkDims("SparseLt.CompressedSize", dt, 1, n, k); err != nil {
 		return 0, 0, err
 	}
 	err = s.do(func() error {
 		var err error
-		size, scratch, err = s.lib.CompressedSize(dt.cudaDataType(), n, k)
+		size, scratch, err = s.lib.CompressedSize(dataType(dt), n, k)
 		return err
 	})
 	return size, scratch, err
@@ -133,7 +134,7 @@ func (s *SparseLt) compressedSize(dt DType, n, k int) (size, scratch int64, err 
 // [n][k] (row-major, type dt), which must already be 2:4 along k (as
 // sfsurgery prunes it). dst holds at least CompressedSize bytes. The
 // compression runs on the GPU, on the device's stream.
-func (s *SparseLt) Compress(dst, w *Buffer, dt DType, n, k int) error {
+func (s *SparseLt) Compress(dst, w *Buffer, dt checkpoint.DType, n, k int) error {
 	const op = "SparseLt.Compress"
 	if err := checkDims(op, dt, 1, n, k); err != nil {
 		return err
@@ -156,7 +157,7 @@ func (s *SparseLt) Compress(dst, w *Buffer, dt DType, n, k int) error {
 				return err
 			}
 		}
-		err := s.lib.Compress(dst.ptr, w.ptr, bufPtr(scratch), dt.cudaDataType(), n, k, s.d.stream)
+		err := s.lib.Compress(dst.ptr, w.ptr, bufPtr(scratch), dataType(dt), n, k, s.d.stream)
 		if scratch != nil {
 			// The stream must finish with the scratch before it is freed.
 			err = errors.Join(err, s.d.drv.CtxSynchronize(), s.d.free(scratch))

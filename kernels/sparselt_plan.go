@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cuda"
 	"github.com/sfsurgery/sfsurgery/cusparselt"
 )
@@ -33,13 +34,13 @@ func (p *SparseLtPlan) Searched() bool { return p.p.Searched() }
 // Plan returns the plan of y[m][n] = x[m][k] · W[n][k]ᵀ for inputs of
 // type dt, creating and caching it on first use (see
 // [cusparselt.Library.Plan], which says what was seen of F16 plans).
-func (s *SparseLt) Plan(dt DType, m, n, k int) (*SparseLtPlan, error) {
+func (s *SparseLt) Plan(dt checkpoint.DType, m, n, k int) (*SparseLtPlan, error) {
 	if err := checkDims("SparseLt.Plan", dt, m, n, k); err != nil {
 		return nil, err
 	}
 	var p *SparseLtPlan
 	err := s.do(func() error {
-		q, err := s.lib.Plan(dt.cudaDataType(), m, n, k)
+		q, err := s.lib.Plan(dataType(dt), m, n, k)
 		if err != nil {
 			return err
 		}

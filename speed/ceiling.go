@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/kernels"
 )
 
@@ -56,7 +57,7 @@ func measureCopy(dev *kernels.Device, a *arena, runs int) (Ceilings, blocker, er
 // measureGEMM times an 8192³ cuBLASLt product of type dt (f32 output, as
 // every dense row), the fastest of the heuristic's first candidates, and
 // fills the math ceilings of c. Without cuBLASLt it leaves them zero.
-func measureGEMM(dev *kernels.Device, a *arena, tm *timer, dt kernels.DType, candidates int, seed uint64, c *Ceilings) error {
+func measureGEMM(dev *kernels.Device, a *arena, tm *timer, dt checkpoint.DType, candidates int, seed uint64, c *Ceilings) error {
 	const g = ceilingGEMM
 	count, err := dev.DenseCandidates(dt, g, g, g)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/sfsurgery/sfsurgery/kernels"
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
 
@@ -34,7 +34,7 @@ func outTolerance(k, outBytes int) float64 {
 
 // decodeOutput converts a downloaded output (float32, or 16-bit of dt) to
 // float32.
-func decodeOutput(raw []byte, outBytes int, dt kernels.DType) []float32 {
+func decodeOutput(raw []byte, outBytes int, dt checkpoint.DType) []float32 {
 	out := make([]float32, len(raw)/outBytes)
 	parallel((len(out)+(1<<20)-1)>>20, func(t int) {
 		lo, hi := t<<20, min(len(out), (t+1)<<20)
@@ -50,8 +50,8 @@ func decodeOutput(raw []byte, outBytes int, dt kernels.DType) []float32 {
 }
 
 // half converts one 16-bit value of dt to float64.
-func half(dt kernels.DType, v uint16) float64 {
-	if dt == kernels.F16 {
+func half(dt checkpoint.DType, v uint16) float64 {
+	if dt == checkpoint.F16 {
 		return prune24.F16ToFloat64(v)
 	}
 	return prune24.BF16ToFloat64(v)
@@ -117,7 +117,7 @@ func compare(got, want []float32, tol float64) (float64, error) {
 // sampleReference checks the dense product y [m][n] (float32) against
 // float64 sums on the CPU at a few rows and columns (first, last and
 // spread between), from the host copies of x [m][k] and w [n][k].
-func sampleReference(y []float32, x, w []byte, dt kernels.DType, m, n, k int) (float64, error) {
+func sampleReference(y []float32, x, w []byte, dt checkpoint.DType, m, n, k int) (float64, error) {
 	pick := func(count, want int) []int {
 		if count <= want {
 			out := make([]int, count)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
-	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
 
@@ -47,7 +46,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestRandomHalves(t *testing.T) {
-	for _, dt := range []kernels.DType{kernels.BF16, kernels.F16} {
+	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 		b := randomHalves(dt, 3<<20+7, 42)
 		if again := randomHalves(dt, 3<<20+7, 42); string(again) != string(b) {
 			t.Fatalf("%v: not reproducible from the seed", dt)
@@ -69,7 +68,7 @@ func TestRandomHalves(t *testing.T) {
 }
 
 func TestNewPrunedWeight(t *testing.T) {
-	w, err := newPrunedWeight(kernels.BF16, 96, 128, 3)
+	w, err := newPrunedWeight(checkpoint.BF16, 96, 128, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +82,7 @@ func TestNewPrunedWeight(t *testing.T) {
 	if err := prune24.UnpackAmpere(dense, w.packed, w.meta, checkpoint.BF16, 96, 128); err != nil || string(dense) != string(w.pruned) {
 		t.Errorf("packed form does not decode to the pruned weight: %v", err)
 	}
-	odd, err := newPrunedWeight(kernels.F16, 48, 96, 3)
+	odd, err := newPrunedWeight(checkpoint.F16, 48, 96, 3)
 	if err != nil || odd.packed != nil {
 		t.Errorf("48x96 does not fit our kernel, yet packed: %v", err)
 	}
@@ -91,23 +90,23 @@ func TestNewPrunedWeight(t *testing.T) {
 
 func TestSampleReference(t *testing.T) {
 	m, n, k := 5, 12, 64
-	x, w := randomHalves(kernels.BF16, m*k, 1), randomHalves(kernels.BF16, n*k, 2)
+	x, w := randomHalves(checkpoint.BF16, m*k, 1), randomHalves(checkpoint.BF16, n*k, 2)
 	y := make([]float32, m*n)
 	for r := range m {
 		for c := range n {
 			var s float64
 			for i := range k {
-				s += half(kernels.BF16, binary.LittleEndian.Uint16(x[2*(r*k+i):])) *
-					half(kernels.BF16, binary.LittleEndian.Uint16(w[2*(c*k+i):]))
+				s += half(checkpoint.BF16, binary.LittleEndian.Uint16(x[2*(r*k+i):])) *
+					half(checkpoint.BF16, binary.LittleEndian.Uint16(w[2*(c*k+i):]))
 			}
 			y[r*n+c] = float32(s)
 		}
 	}
-	if _, err := sampleReference(y, x, w, kernels.BF16, m, n, k); err != nil {
+	if _, err := sampleReference(y, x, w, checkpoint.BF16, m, n, k); err != nil {
 		t.Errorf("exact product: %v", err)
 	}
 	y[(m-1)*n+n-1] += 3 // the last element is always sampled
-	if _, err := sampleReference(y, x, w, kernels.BF16, m, n, k); !errors.Is(err, ErrWrong) {
+	if _, err := sampleReference(y, x, w, checkpoint.BF16, m, n, k); !errors.Is(err, ErrWrong) {
 		t.Errorf("a wrong last element passed: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
-	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
 
@@ -16,7 +15,7 @@ import (
 // little-endian bytes: sign, mantissa and an exponent that keeps |v| in
 // [0.25, 2), so no value is zero, subnormal, infinite or NaN. It fills
 // chunks in parallel, each from its own generator seeded by seed.
-func randomHalves(dt kernels.DType, count int, seed uint64) []byte {
+func randomHalves(dt checkpoint.DType, count int, seed uint64) []byte {
 	out := make([]byte, 2*count)
 	const chunk = 1 << 20 // values per goroutine task
 	tasks := (count + chunk - 1) / chunk
@@ -31,9 +30,9 @@ func randomHalves(dt kernels.DType, count int, seed uint64) []byte {
 }
 
 // randomHalf maps 32 random bits to a value of dt with |v| in [0.25, 2).
-func randomHalf(dt kernels.DType, r uint32) uint16 {
+func randomHalf(dt checkpoint.DType, r uint32) uint16 {
 	sign := uint16(r>>31) << 15
-	if dt == kernels.F16 {
+	if dt == checkpoint.F16 {
 		// Exponent field 13..15 (bias 15): 2^-2 … 2^0, 10 mantissa bits.
 		return sign | uint16(13+(r>>10)%3)<<10 | uint16(r&0x3ff)
 	}
@@ -67,9 +66,9 @@ type prunedWeight struct {
 	dense, pruned, packed, meta []byte
 }
 
-// prune24DType maps a kernels type to the checkpoint.DType prune24 takes.
-func prune24DType(dt kernels.DType) checkpoint.DType {
-	if dt == kernels.F16 {
+// prune24DType returns the element type prune24 takes for the kernels' dt.
+func prune24DType(dt checkpoint.DType) checkpoint.DType {
+	if dt == checkpoint.F16 {
 		return checkpoint.F16
 	}
 	return checkpoint.BF16
@@ -78,7 +77,7 @@ func prune24DType(dt kernels.DType) checkpoint.DType {
 // newPrunedWeight draws a random n×k weight and prunes it to 2:4 along k
 // (rows in parallel); it packs the result when the shape allows the
 // ampere layout (n % 32 == 0, k % 64 == 0), else packed and meta are nil.
-func newPrunedWeight(dt kernels.DType, n, k int, seed uint64) (*prunedWeight, error) {
+func newPrunedWeight(dt checkpoint.DType, n, k int, seed uint64) (*prunedWeight, error) {
 	pdt := prune24DType(dt)
 	w := &prunedWeight{dense: randomHalves(dt, n*k, seed)}
 	w.pruned = make([]byte, len(w.dense))

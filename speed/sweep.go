@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/kernels"
 )
 
@@ -16,10 +17,10 @@ func DefaultMs() []int { return []int{1, 16, 64, 256, 1024, 4096, 16384} }
 
 // Options control [Run].
 type Options struct {
-	Ms              []int         // token counts; DefaultMs when empty
-	DType           kernels.DType // BF16 or F16
-	Warmup, Runs    int           // per row; DefaultWarmup, DefaultRuns when 0 (Runs at least 20)
-	DenseCandidates int           // cuBLASLt candidates timed per row; 4 when 0
+	Ms              []int            // token counts; DefaultMs when empty
+	DType           checkpoint.DType // BF16 or F16
+	Warmup, Runs    int              // per row; DefaultWarmup, DefaultRuns when 0 (Runs at least 20)
+	DenseCandidates int              // cuBLASLt candidates timed per row; 4 when 0
 	// SparseCandidates is how many of our kernel's launch plans are
 	// timed per row (kernels.Device.SparseCandidates); 8 when 0.
 	SparseCandidates int
@@ -46,8 +47,8 @@ func (opt Options) withDefaults() Options {
 	opt.Ms = slices.Clone(opt.Ms)
 	slices.Sort(opt.Ms)
 	opt.Ms = slices.Compact(opt.Ms)
-	if opt.DType == 0 {
-		opt.DType = kernels.BF16
+	if opt.DType == "" {
+		opt.DType = checkpoint.BF16
 	}
 	if opt.Warmup <= 0 {
 		opt.Warmup = DefaultWarmup
@@ -103,7 +104,7 @@ func Run(ctx context.Context, dev *kernels.Device, shapes []Shape, opt Options) 
 	}
 	s := &sweeper{ctx: ctx, dev: dev, opt: opt}
 	s.rep = &Report{Schema: ReportSchema, Tool: opt.Tool, Date: time.Now().UTC(), Command: opt.Command,
-		DType: opt.DType.String(), Shapes: shapes, Ms: opt.Ms,
+		DType: string(opt.DType), Shapes: shapes, Ms: opt.Ms,
 		Method: Method{Warmup: opt.Warmup, Runs: opt.Runs, Statistic: "median", DenseCandidates: opt.DenseCandidates,
 			SparseCandidates: opt.SparseCandidates, GraphCalls: opt.GraphCalls,
 			MinSpeedup: opt.MinSpeedup, GEMMShare: opt.GEMMShare}}
@@ -113,7 +114,7 @@ func Run(ctx context.Context, dev *kernels.Device, shapes []Shape, opt Options) 
 	switch {
 	case opt.NoSparseLt:
 		s.notef("cuSPARSELt left out (--no-cusparselt)")
-	case opt.DType == kernels.F16:
+	case opt.DType == checkpoint.F16:
 		// On an H200 with cuSPARSELt 0.8.0 the F16 algorithm search failed
 		// with an illegal instruction, which poisons the CUDA context and
 		// would end the sweep.

@@ -304,7 +304,7 @@ func (s *sweeper) cusparselt(base Row, b *shapeBufs, r *rowBufs, dense Row) Row 
 		return fail(fmt.Errorf("algorithm search: %w", err))
 	}
 	out := plan.OutputBytes()
-	row.Detail = fmt.Sprintf("output %s", map[int]string{4: "f32", 2: dt.String()}[out])
+	row.Detail = fmt.Sprintf("output %s", map[int]string{4: "f32", 2: string(dt)}[out])
 	if plan.Rows() != m {
 		row.Detail += fmt.Sprintf(", M padded to %d rows", plan.Rows())
 	}

@@ -158,7 +158,7 @@ func (g *gpuNumeric) Compare(ctx context.Context, c *surgery.Compressed) (compar
 
 // compareM runs one token count: sparse and dense products on the GPU,
 // then the float64 spot check of sampled rows on the CPU.
-func (g *gpuNumeric) compareM(c *surgery.Compressed, dt kernels.DType, packed, meta, w *kernels.Buffer, m int, seed uint64) (comparison, error) {
+func (g *gpuNumeric) compareM(c *surgery.Compressed, dt checkpoint.DType, packed, meta, w *kernels.Buffer, m int, seed uint64) (comparison, error) {
 	n, k := c.Rows, c.Cols
 	xh, xf, err := randomActivations(m, k, c.DType, seed)
 	if err != nil {
@@ -258,17 +258,17 @@ func f32Range(v float64) float64 {
 
 // kernelType maps a compressed weight to the GPU kernels' type, if they
 // read its form.
-func kernelType(c *surgery.Compressed) (kernels.DType, bool) {
+func kernelType(c *surgery.Compressed) (checkpoint.DType, bool) {
 	if c.Format != surgery.FormatAmpere {
-		return 0, false
+		return "", false
 	}
 	switch c.DType {
 	case checkpoint.BF16:
-		return kernels.BF16, true
+		return checkpoint.BF16, true
 	case checkpoint.F16:
-		return kernels.F16, true
+		return checkpoint.F16, true
 	}
-	return 0, false
+	return "", false
 }
 
 // randomActivations draws X[m][k] uniform in [-1, 1) in the weight's

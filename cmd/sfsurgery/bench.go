@@ -339,14 +339,14 @@ func parseMs(s string) ([]int, error) {
 }
 
 // parseKernelDType reads --dtype.
-func parseKernelDType(s string) (kernels.DType, error) {
+func parseKernelDType(s string) (checkpoint.DType, error) {
 	switch strings.ToLower(s) {
 	case "bf16":
-		return kernels.BF16, nil
+		return checkpoint.BF16, nil
 	case "f16", "fp16":
-		return kernels.F16, nil
+		return checkpoint.F16, nil
 	}
-	return 0, fmt.Errorf("--dtype %q: want bf16 or f16", s)
+	return "", fmt.Errorf("--dtype %q: want bf16 or f16", s)
 }
 
 // listShapes prints the shapes bench would measure.
