@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/sfsurgery/sfsurgery/synth"
 )
@@ -149,7 +150,7 @@ func FromCheckpoint(ck *checkpoint.Checkpoint, model string, f Fusion) ([]Shape,
 		}
 		ws = append(ws, weight{name, int(t.Shape[0]), int(t.Shape[1])})
 	}
-	comp, err := surgery.FindCompressed(ck)
+	comp, err := format.FindCompressed(ck)
 	if err != nil {
 		return nil, fmt.Errorf("speed: %s: %w", model, err)
 	}

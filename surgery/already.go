@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 )
 
 // ErrAlreadyPruned is wrapped by NewPlan's error for an input that is
@@ -16,19 +17,19 @@ var ErrAlreadyPruned = errors.New("already pruned")
 // checkNotPruned fails with an error wrapping ErrAlreadyPruned when ck is
 // already pruned, saying in which format and by which tool.
 func checkNotPruned(ck *checkpoint.Checkpoint) error {
-	man, err := ReadManifest(ck)
+	man, err := format.ReadManifest(ck)
 	if err == nil {
 		hint := "prune the original checkpoint instead, or unpack this one (sfsurgery unpack) to get its weights dense"
-		if man.Format == FormatDense {
+		if man.Format == format.Dense {
 			hint = "its weights are already pruned in place; prune the original checkpoint to write another format"
 		}
 		return fmt.Errorf("%s: %w (format %s, by %s %s); %s",
 			ck.Path, ErrAlreadyPruned, man.Format, man.Tool, man.Version, hint)
 	}
-	if !errors.Is(err, ErrNoManifest) {
+	if !errors.Is(err, format.ErrNoManifest) {
 		return fmt.Errorf("%s: reading the sfsurgery manifest: %w", ck.Path, err)
 	}
-	comps, err := FindCompressed(ck)
+	comps, err := format.FindCompressed(ck)
 	if err != nil {
 		return fmt.Errorf("%s: looking for compressed weights: %w", ck.Path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
@@ -70,7 +71,7 @@ func TestBadInput(t *testing.T) {
 			before := fileBytes(t, in)
 			out := filepath.Join(dir, tt.name+"-out.safetensors")
 			if tt.opt.Format == "" {
-				tt.opt.Format = surgery.FormatAmpere
+				tt.opt.Format = format.Ampere
 			}
 			err := planAndWrite(t, context.Background(), in, out, tt.opt, checkpoint.WriteOptions{})
 			if !errors.Is(err, tt.wantErr) {
@@ -110,7 +111,7 @@ func TestSkipUnsupportedAndGuard(t *testing.T) {
 		{v, checkpoint.I16, []int64{32, 64}, randomBF16(32*64, 3)},
 	})
 	out := filepath.Join(dir, "out.safetensors")
-	r := prune(t, in, out, surgery.Options{Format: surgery.FormatAmpere, SkipUnsupported: true}, checkpoint.WriteOptions{})
+	r := prune(t, in, out, surgery.Options{Format: format.Ampere, SkipUnsupported: true}, checkpoint.WriteOptions{})
 	if r.Pruned != 1 || r.Skipped != 2 {
 		t.Fatalf("pruned %d skipped %d, want 1 and 2", r.Pruned, r.Skipped)
 	}
@@ -138,10 +139,10 @@ func TestSkipUnsupportedAndGuard(t *testing.T) {
 func TestOutputChecks(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	prune(t, testdataModel, out, surgery.Options{Format: surgery.FormatDense}, checkpoint.WriteOptions{})
+	prune(t, testdataModel, out, surgery.Options{Format: format.Dense}, checkpoint.WriteOptions{})
 	// An existing output is refused without Force, and left alone.
 	before := treeHashes(t, out)
-	err := planAndWrite(t, context.Background(), testdataModel, out, surgery.Options{Format: surgery.FormatAmpere}, checkpoint.WriteOptions{})
+	err := planAndWrite(t, context.Background(), testdataModel, out, surgery.Options{Format: format.Ampere}, checkpoint.WriteOptions{})
 	if !errors.Is(err, checkpoint.ErrExist) {
 		t.Errorf("existing output: err = %v, want ErrExist", err)
 	}
@@ -150,7 +151,7 @@ func TestOutputChecks(t *testing.T) {
 		t.Error("the existing output was changed")
 	}
 	// Force replaces it.
-	if err := planAndWrite(t, context.Background(), testdataModel, out, surgery.Options{Format: surgery.FormatAmpere}, checkpoint.WriteOptions{Force: true}); err != nil {
+	if err := planAndWrite(t, context.Background(), testdataModel, out, surgery.Options{Format: format.Ampere}, checkpoint.WriteOptions{Force: true}); err != nil {
 		t.Errorf("--force: %v", err)
 	}
 	// The input itself is never an output, even with Force.
@@ -159,13 +160,13 @@ func TestOutputChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	hashes := treeHashes(t, tmp)
-	err = planAndWrite(t, context.Background(), tmp, tmp, surgery.Options{Format: surgery.FormatDense}, checkpoint.WriteOptions{Force: true})
+	err = planAndWrite(t, context.Background(), tmp, tmp, surgery.Options{Format: format.Dense}, checkpoint.WriteOptions{Force: true})
 	if !errors.Is(err, checkpoint.ErrOverwriteInput) {
 		t.Errorf("output = input: err = %v, want ErrOverwriteInput", err)
 	}
 	single := filepath.Join(dir, "single.safetensors")
 	writeModel(t, single, []tensor{{"model.layers.0.mlp.up_proj.weight", checkpoint.BF16, []int64{32, 64}, randomBF16(32*64, 4)}})
-	err = planAndWrite(t, context.Background(), single, single, surgery.Options{Format: surgery.FormatDense}, checkpoint.WriteOptions{Force: true})
+	err = planAndWrite(t, context.Background(), single, single, surgery.Options{Format: format.Dense}, checkpoint.WriteOptions{Force: true})
 	if !errors.Is(err, checkpoint.ErrOverwriteInput) {
 		t.Errorf("single file output = input: err = %v, want ErrOverwriteInput", err)
 	}
@@ -195,7 +196,7 @@ func TestCancelPartWay(t *testing.T) {
 			cancel()
 		}
 	}}
-	err := planAndWrite(t, ctx, in, out, surgery.Options{Format: surgery.FormatAmpere}, wopt)
+	err := planAndWrite(t, ctx, in, out, surgery.Options{Format: format.Ampere}, wopt)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/sfsurgery/sfsurgery/synth"
 )
@@ -63,7 +64,7 @@ func BenchmarkPrune(b *testing.B) {
 			}
 		}
 	})
-	for _, f := range []surgery.Format{surgery.FormatDense, surgery.FormatAmpere, surgery.FormatBitmask} {
+	for _, f := range []format.Format{format.Dense, format.Ampere, format.Bitmask} {
 		b.Run(string(f), func(b *testing.B) {
 			b.SetBytes(size)
 			for b.Loop() {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/sfsurgery/sfsurgery/format"
 )
 
 // compressedTensorsVersion is the compressed-tensors version recorded in
@@ -15,7 +17,7 @@ const compressedTensorsVersion = "0.9.2"
 // that the bitmask format adds the compressed-tensors quantization_config
 // (without transform_config, which readers before 0.11 reject).
 func (p *Plan) outputConfig() ([]byte, error) {
-	if p.Options.Format != FormatBitmask {
+	if p.Options.Format != format.Bitmask {
 		return p.Input.Config, nil
 	}
 	var cfg map[string]json.RawMessage

@@ -4,9 +4,9 @@
 // how large), and streams the result through package checkpoint's atomic
 // writer with the pure functions of package prune24.
 //
-// Three output formats are supported (see [Format]): PyTorch's CUTLASS
-// packed values plus reordered metadata ("ampere"), compressed-tensors'
-// sparse-24-bitmask ("bitmask"), and pruned dense weights ("dense"). Each
-// output records what was done in a [Manifest] stored in every shard's
-// __metadata__, so that verify and unpack know what they read.
+// What it writes is modelled by package format: the three output formats
+// (PyTorch's CUTLASS packed values plus reordered metadata, "ampere";
+// compressed-tensors' sparse-24-bitmask, "bitmask"; pruned dense weights,
+// "dense"), the manifest stored in every shard's __metadata__, so that
+// verify and unpack know what they read, and the prune report.
 package surgery

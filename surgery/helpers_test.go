@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
@@ -32,7 +33,7 @@ func fixture(t *testing.T, name string) string {
 }
 
 // prune runs a prune of in into out and returns the report.
-func prune(t *testing.T, in, out string, opt surgery.Options, wopt checkpoint.WriteOptions) *surgery.Report {
+func prune(t *testing.T, in, out string, opt surgery.Options, wopt checkpoint.WriteOptions) *format.Report {
 	t.Helper()
 	ck, err := checkpoint.Open(in)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
@@ -142,7 +143,7 @@ func TestPruneMoEAndFused(t *testing.T) {
 
 // checkOutputNames checks that every target of specs is stored in the
 // format's tensors and every other tensor is copied byte for byte.
-func checkOutputNames(t *testing.T, in, out string, f surgery.Format, specs []weightSpec) {
+func checkOutputNames(t *testing.T, in, out string, f format.Format, specs []weightSpec) {
 	t.Helper()
 	ick, err := checkpoint.Open(in)
 	if err != nil {
@@ -154,10 +155,10 @@ func checkOutputNames(t *testing.T, in, out string, f surgery.Format, specs []we
 		t.Fatal(err)
 	}
 	defer ock.Close()
-	suffixes := map[surgery.Format][]string{
-		surgery.FormatAmpere:  {".packed", ".meta", ".shape"},
-		surgery.FormatBitmask: {".compressed", ".bitmask", ".shape"},
-		surgery.FormatDense:   {".weight"},
+	suffixes := map[format.Format][]string{
+		format.Ampere:  {".packed", ".meta", ".shape"},
+		format.Bitmask: {".compressed", ".bitmask", ".shape"},
+		format.Dense:   {".weight"},
 	}[f]
 	for _, s := range specs {
 		if !s.target {
@@ -172,7 +173,7 @@ func checkOutputNames(t *testing.T, in, out string, f surgery.Format, specs []we
 				t.Errorf("%s: the output has no %s%s", f, base, suf)
 			}
 		}
-		if f == surgery.FormatDense && bytes.Equal(tensorBytes(t, ick, s.name), tensorBytes(t, ock, s.name)) {
+		if f == format.Dense && bytes.Equal(tensorBytes(t, ick, s.name), tensorBytes(t, ock, s.name)) {
 			t.Errorf("dense: %s is unchanged", s.name)
 		}
 	}
@@ -250,7 +251,7 @@ func TestNotPrunedListed(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(t.TempDir(), "out.safetensors")
-			r := prune(t, in, out, surgery.Options{Format: surgery.FormatDense, Selector: sel}, checkpoint.WriteOptions{})
+			r := prune(t, in, out, surgery.Options{Format: format.Dense, Selector: sel}, checkpoint.WriteOptions{})
 			got := map[string]string{}
 			var names []string
 			for _, n := range r.NotPruned {
@@ -300,7 +301,7 @@ func TestPruneAgainRefused(t *testing.T) {
 	}
 	// unpack's output is the dense format, with its manifest.
 	unpacked := filepath.Join(dir, "unpacked")
-	ck, err := checkpoint.Open(filepath.Join(dir, string(surgery.FormatAmpere)))
+	ck, err := checkpoint.Open(filepath.Join(dir, string(format.Ampere)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,12 +313,12 @@ func TestPruneAgainRefused(t *testing.T) {
 	if _, err := up.Write(context.Background(), unpacked, checkpoint.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = planAndWrite(t, context.Background(), unpacked, filepath.Join(dir, "again"), surgery.Options{Format: surgery.FormatAmpere}, checkpoint.WriteOptions{})
+	err = planAndWrite(t, context.Background(), unpacked, filepath.Join(dir, "again"), surgery.Options{Format: format.Ampere}, checkpoint.WriteOptions{})
 	if !errors.Is(err, surgery.ErrAlreadyPruned) || !strings.Contains(err.Error(), "format dense") {
 		t.Errorf("unpacked output pruned again: err = %v, want ErrAlreadyPruned (format dense)", err)
 	}
 	// Compressed weights without a manifest: another tool's output.
-	for _, f := range []surgery.Format{surgery.FormatAmpere, surgery.FormatBitmask} {
+	for _, f := range []format.Format{format.Ampere, format.Bitmask} {
 		src, err := checkpoint.Open(filepath.Join(dir, string(f)))
 		if err != nil {
 			t.Fatal(err)
@@ -334,7 +335,7 @@ func TestPruneAgainRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = planAndWrite(t, context.Background(), bare, filepath.Join(dir, "again.safetensors"), surgery.Options{Format: surgery.FormatDense}, checkpoint.WriteOptions{})
+		err = planAndWrite(t, context.Background(), bare, filepath.Join(dir, "again.safetensors"), surgery.Options{Format: format.Dense}, checkpoint.WriteOptions{})
 		if !errors.Is(err, surgery.ErrAlreadyPruned) || !strings.Contains(err.Error(), "already pruned (format "+string(f)+", not by sfsurgery") {
 			t.Errorf("%s weights without a manifest: err = %v, want ErrAlreadyPruned naming the format", f, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
@@ -47,12 +48,12 @@ func TestReportDigests(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		in     string
-		format surgery.Format
+		format format.Format
 	}{
-		{testdataModel, surgery.FormatAmpere},
-		{testdataModel, surgery.FormatBitmask},
-		{testdataModel, surgery.FormatDense},
-		{single, surgery.FormatAmpere},
+		{testdataModel, format.Ampere},
+		{testdataModel, format.Bitmask},
+		{testdataModel, format.Dense},
+		{single, format.Ampere},
 	} {
 		out := filepath.Join(dir, "out-"+string(tc.format)+filepath.Ext(tc.in))
 		rep := prune(t, tc.in, out, surgery.Options{Format: tc.format}, checkpoint.WriteOptions{})
@@ -60,7 +61,7 @@ func TestReportDigests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		onDisk, err := surgery.ReadReport(ck)
+		onDisk, err := format.ReadReport(ck)
 		if err != nil {
 			t.Fatalf("%s %s: %v", tc.in, tc.format, err)
 		}
@@ -109,7 +110,7 @@ func TestUnindexedCarried(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	p, err := surgery.NewPlan(ck, surgery.Options{Format: surgery.FormatAmpere, Version: "test"})
+	p, err := surgery.NewPlan(ck, surgery.Options{Format: format.Ampere, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +134,13 @@ func TestUnindexedCarried(t *testing.T) {
 // compressed weight gives each weight's values, index and shape a shard
 // of their own together, as the dense format gives a big tensor its own.
 func TestTinyShardsKeepGroups(t *testing.T) {
-	for _, format := range []surgery.Format{surgery.FormatAmpere, surgery.FormatBitmask, surgery.FormatDense} {
+	for _, fm := range []format.Format{format.Ampere, format.Bitmask, format.Dense} {
 		out := filepath.Join(t.TempDir(), "out")
 		ck, err := checkpoint.Open(testdataModel)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := surgery.NewPlan(ck, surgery.Options{Format: format, Version: "test"})
+		p, err := surgery.NewPlan(ck, surgery.Options{Format: fm, Version: "test"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,19 +148,19 @@ func TestTinyShardsKeepGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := p.Write(context.Background(), out, checkpoint.WriteOptions{}); err != nil {
-			t.Fatalf("%s with 1-byte shards: %v", format, err)
+			t.Fatalf("%s with 1-byte shards: %v", fm, err)
 		}
 		ck.Close()
 		got, err := checkpoint.Open(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		comps, err := surgery.FindCompressed(got)
+		comps, err := format.FindCompressed(got)
 		if err != nil {
-			t.Errorf("%s: %v", format, err)
+			t.Errorf("%s: %v", fm, err)
 		}
-		if format != surgery.FormatDense && len(comps) != p.Pruned() {
-			t.Errorf("%s: %d compressed weights found, %d pruned", format, len(comps), p.Pruned())
+		if fm != format.Dense && len(comps) != p.Pruned() {
+			t.Errorf("%s: %d compressed weights found, %d pruned", fm, len(comps), p.Pruned())
 		}
 		got.Close()
 	}
@@ -173,13 +174,13 @@ func TestNaNNamesInput(t *testing.T) {
 	w := randomBF16(64*64, 6)
 	binary.LittleEndian.PutUint16(w[2*(3*64+5):], uint16(math.Float32bits(float32(math.NaN()))>>16))
 	writeModel(t, in, []tensor{{"model.layers.0.self_attn.q_proj.weight", checkpoint.BF16, []int64{64, 64}, w}})
-	for _, format := range []surgery.Format{surgery.FormatAmpere, surgery.FormatBitmask, surgery.FormatDense} {
-		out := filepath.Join(dir, "out-"+string(format)+".safetensors")
+	for _, fm := range []format.Format{format.Ampere, format.Bitmask, format.Dense} {
+		out := filepath.Join(dir, "out-"+string(fm)+".safetensors")
 		ck, err := checkpoint.Open(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := surgery.NewPlan(ck, surgery.Options{Format: format, Version: "test"})
+		p, err := surgery.NewPlan(ck, surgery.Options{Format: fm, Version: "test"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,14 +188,14 @@ func TestNaNNamesInput(t *testing.T) {
 		ck.Close()
 		var nan *prune24.NaNError
 		if !errors.As(err, &nan) {
-			t.Fatalf("%s: err = %v, want a NaNError", format, err)
+			t.Fatalf("%s: err = %v, want a NaNError", fm, err)
 		}
 		msg := err.Error()
 		if !strings.HasPrefix(msg, in+": ") || !strings.Contains(msg, `"model.layers.0.self_attn.q_proj.weight"`) || strings.Contains(msg, out) {
-			t.Errorf("%s: %q does not start with the input and its tensor, or names the output", format, msg)
+			t.Errorf("%s: %q does not start with the input and its tensor, or names the output", fm, msg)
 		}
 		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s: the output exists", format)
+			t.Errorf("%s: the output exists", fm)
 		}
 	}
 }

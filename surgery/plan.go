@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
 
@@ -22,7 +23,7 @@ var (
 
 // Options control planning.
 type Options struct {
-	Format   Format
+	Format   format.Format
 	Selector *Selector
 	// Strict makes a target that fails the format's shape guard an error
 	// instead of a tensor left dense and listed in the report.
@@ -36,16 +37,7 @@ type Options struct {
 
 // TensorPlan is what happens to one target.
 type TensorPlan struct {
-	Name  string           `json:"name"`
-	Shard string           `json:"shard"`
-	DType checkpoint.DType `json:"dtype"`
-	Shape []int64          `json:"shape"`
-	// Rule is the pattern applied, "2:4" or "1:2"; empty when skipped.
-	Rule string `json:"rule,omitempty"`
-	// Skip says why the tensor was left unchanged; empty when pruned.
-	Skip string `json:"skip,omitempty"`
-	// Outputs are the names of the tensors written for it.
-	Outputs []string `json:"outputs"`
+	format.Target
 	// Stats is filled in while the output is written.
 	Stats prune24.Stats `json:"-"`
 }
@@ -71,7 +63,7 @@ type Plan struct {
 
 	// NotPruned lists, by name, the projection-like tensors that are not
 	// targets (see ProjectionLike) and are copied unchanged.
-	NotPruned []NotPruned
+	NotPruned []format.NotPruned
 }
 
 // Single reports whether the input (and so the output) is one
@@ -98,13 +90,13 @@ func NewPlan(ck *checkpoint.Checkpoint, opt Options) (*Plan, error) {
 		}
 		opt.Selector = sel
 	}
-	if _, err := ParseFormat(string(opt.Format)); err != nil {
+	if _, err := format.Parse(string(opt.Format)); err != nil {
 		return nil, err
 	}
 	if err := checkNotPruned(ck); err != nil {
 		return nil, err
 	}
-	p := &Plan{Input: ck, Options: opt, single: isSingleFile(ck.Path), NotPruned: []NotPruned{}}
+	p := &Plan{Input: ck, Options: opt, single: isSingleFile(ck.Path), NotPruned: []format.NotPruned{}}
 	for _, s := range ck.Shards {
 		shard, err := p.planShard(s)
 		if err != nil {
@@ -138,7 +130,7 @@ func (p *Plan) planShard(s *checkpoint.File) (checkpoint.Shard, error) {
 			out.Tensors = append(out.Tensors, copySpec(s, info))
 			continue
 		}
-		tp := &TensorPlan{Name: info.Name, Shard: out.Name, DType: info.DType, Shape: info.Shape}
+		tp := &TensorPlan{Target: format.Target{Name: info.Name, Shard: out.Name, DType: info.DType, Shape: info.Shape}}
 		p.Targets = append(p.Targets, tp)
 		tgt, reason, err := p.checkTarget(s, info, tp)
 		if err != nil {
@@ -163,7 +155,7 @@ func (p *Plan) planShard(s *checkpoint.File) (checkpoint.Shard, error) {
 	for k, v := range s.Metadata {
 		out.Metadata[k] = v
 	}
-	out.Metadata[MetadataKey] = man.encode()
+	out.Metadata[format.MetadataKey] = man.Encode()
 	return out, nil
 }
 
@@ -198,13 +190,13 @@ func (p *Plan) checkTarget(s *checkpoint.File, info checkpoint.TensorInfo, tp *T
 		rule: prune24.Rule24, align: 1, format: p.Options.Format}
 	var guard error
 	switch p.Options.Format {
-	case FormatAmpere:
+	case format.Ampere:
 		guard = prune24.AmpereShapeError(dt, t.rows, t.cols)
 		t.align = 32
 		if dt == checkpoint.F32 {
 			t.rule = prune24.Rule12
 		}
-	case FormatBitmask:
+	case format.Bitmask:
 		guard = prune24.BitmaskShapeError(t.rows, t.cols)
 	}
 	if guard != nil {
@@ -223,14 +215,14 @@ func (p *Plan) targetSpecs(t *target) []checkpoint.TensorSpec {
 		Src: checkpoint.Member{Group: t, Index: 2}}
 	r := int64(t.rows)
 	switch p.Options.Format {
-	case FormatAmpere:
+	case format.Ampere:
 		pb, mb := prune24.AmpereSizes(t.dt, t.rows, t.cols)
 		return []checkpoint.TensorSpec{
 			{Name: base + ".packed", DType: t.info.DType, Shape: []int64{r, int64(pb) / r / int64(t.dt.Size())}, Src: checkpoint.Member{Group: t, Index: 0}},
 			{Name: base + ".meta", DType: checkpoint.I16, Shape: []int64{r, int64(mb) / r / 2}, Src: checkpoint.Member{Group: t, Index: 1}},
 			shape,
 		}
-	case FormatBitmask:
+	case format.Bitmask:
 		cb, mb := prune24.BitmaskSizes(t.dt, t.rows, t.cols)
 		return []checkpoint.TensorSpec{
 			{Name: base + ".compressed", DType: t.info.DType, Shape: []int64{r, int64(cb) / r / int64(t.dt.Size())}, Src: checkpoint.Member{Group: t, Index: 0}},
@@ -333,7 +325,7 @@ func (p *Plan) Reshard(maxBytes int64) error {
 		for k, v := range base {
 			md[k] = v
 		}
-		md[MetadataKey] = man.encode()
+		md[format.MetadataKey] = man.Encode()
 		shards[i].Metadata = md
 	}
 	p.shards = shards
@@ -341,7 +333,7 @@ func (p *Plan) Reshard(maxBytes int64) error {
 }
 
 // manifest returns an empty manifest of this plan's output.
-func (p *Plan) manifest() *Manifest {
-	return &Manifest{Tool: "sfsurgery", Version: p.Options.Version, Format: p.Options.Format,
-		Rule: RuleDescription, Targets: map[string]string{}}
+func (p *Plan) manifest() *format.Manifest {
+	return &format.Manifest{Tool: "sfsurgery", Version: p.Options.Version, Format: p.Options.Format,
+		Rule: format.RuleDescription, Targets: map[string]string{}}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
 	"golang.org/x/sync/semaphore"
 )
@@ -67,7 +68,7 @@ type target struct {
 	// align is the row granularity of a chunk (32 for the ampere
 	// layout's row blocks, 1 otherwise).
 	align  int
-	format Format
+	format format.Format
 	mem    *budget // set by Plan.Write
 }
 
@@ -135,7 +136,7 @@ func (t *target) WriteGroup(ws []io.Writer) error {
 		return err
 	}
 	var meta []byte
-	if t.format == FormatAmpere {
+	if t.format == format.Ampere {
 		_, mb := prune24.AmpereSizes(t.dt, t.rows, t.cols)
 		hold := min(int64(mb), metaBudget)
 		// The holders of the budget finish without waiting on anything,

@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/sfsurgery/sfsurgery/verify"
 )
 
-var formats = []surgery.Format{surgery.FormatAmpere, surgery.FormatBitmask, surgery.FormatDense}
+var formats = []format.Format{format.Ampere, format.Bitmask, format.Dense}
 
 // verifyOK runs the CPU verifier with the original and fails the test on
 // any failed check.
@@ -54,7 +55,7 @@ func TestPruneVerifyUnpack(t *testing.T) {
 		t.Run(in.name, func(t *testing.T) {
 			before := treeHashes(t, in.path)
 			dir := t.TempDir()
-			outs := map[surgery.Format]string{}
+			outs := map[format.Format]string{}
 			for _, f := range formats {
 				out := filepath.Join(dir, string(f))
 				if strings.HasSuffix(in.path, ".safetensors") {
@@ -70,8 +71,8 @@ func TestPruneVerifyUnpack(t *testing.T) {
 				verifyOK(t, out, in.path)
 				outs[f] = out
 			}
-			dense := outs[surgery.FormatDense]
-			for _, f := range []surgery.Format{surgery.FormatAmpere, surgery.FormatBitmask} {
+			dense := outs[format.Dense]
+			for _, f := range []format.Format{format.Ampere, format.Bitmask} {
 				un := outs[f] + "-unpacked"
 				if strings.HasSuffix(outs[f], ".safetensors") {
 					un = strings.TrimSuffix(outs[f], ".safetensors") + "-unpacked.safetensors"
@@ -140,7 +141,7 @@ func TestWorkersGiveIdenticalBytes(t *testing.T) {
 
 func TestBitmaskConfig(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bm")
-	prune(t, testdataModel, out, surgery.Options{Format: surgery.FormatBitmask}, checkpoint.WriteOptions{})
+	prune(t, testdataModel, out, surgery.Options{Format: format.Bitmask}, checkpoint.WriteOptions{})
 	var cfg struct {
 		Q struct {
 			QuantMethod string `json:"quant_method"`
@@ -176,7 +177,7 @@ func TestBitmaskConfig(t *testing.T) {
 		t.Errorf("the rest of config.json was not carried over: architectures = %v", cfg.Arch)
 	}
 	// The dense and ampere formats carry config.json over byte for byte.
-	for _, f := range []surgery.Format{surgery.FormatDense, surgery.FormatAmpere} {
+	for _, f := range []format.Format{format.Dense, format.Ampere} {
 		o := filepath.Join(t.TempDir(), string(f))
 		prune(t, testdataModel, o, surgery.Options{Format: f}, checkpoint.WriteOptions{})
 		if string(fileBytes(t, filepath.Join(o, "config.json"))) != string(fileBytes(t, filepath.Join(testdataModel, "config.json"))) {
@@ -271,7 +272,7 @@ func TestNoTargetsListsContents(t *testing.T) {
 	}
 	defer ck.Close()
 	sel, _ := surgery.NewSelector([]string{`^nothing$`}, nil, surgery.ScopeAll)
-	_, err = surgery.NewPlan(ck, surgery.Options{Format: surgery.FormatDense, Selector: sel})
+	_, err = surgery.NewPlan(ck, surgery.Options{Format: format.Dense, Selector: sel})
 	if !errors.Is(err, surgery.ErrNoTargets) {
 		t.Fatalf("err = %v, want ErrNoTargets", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
@@ -37,7 +38,7 @@ func TestTorchGolden(t *testing.T) {
 				t.Fatalf("golden has %d tensors", len(g.Tensors))
 			}
 			out := filepath.Join(t.TempDir(), "ampere")
-			prune(t, c.input, out, surgery.Options{Format: surgery.FormatAmpere}, checkpoint.WriteOptions{})
+			prune(t, c.input, out, surgery.Options{Format: format.Ampere}, checkpoint.WriteOptions{})
 			ck, err := checkpoint.Open(out)
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 )
 
 // NewUnpackPlan plans turning a compressed checkpoint (sfsurgery's ampere
@@ -15,28 +16,28 @@ import (
 // written by other tools) back into dense weights. The output is
 // byte-identical to what prune --format dense writes for the same input.
 func NewUnpackPlan(ck *checkpoint.Checkpoint, version string) (*Plan, error) {
-	comps, err := FindCompressed(ck)
+	comps, err := format.FindCompressed(ck)
 	if err != nil {
 		return nil, err
 	}
 	if len(comps) == 0 {
 		return nil, fmt.Errorf("%s: nothing to unpack: no P.packed/P.meta or P.compressed/P.bitmask tensors", ck.Path)
 	}
-	man, err := ReadManifest(ck)
-	if err != nil && err != ErrNoManifest {
+	man, err := format.ReadManifest(ck)
+	if err != nil && err != format.ErrNoManifest {
 		return nil, err
 	}
-	byShard := map[*checkpoint.File][]*Compressed{}
+	byShard := map[*checkpoint.File][]*format.Compressed{}
 	for _, c := range comps {
 		byShard[c.File] = append(byShard[c.File], c)
 	}
-	p := &Plan{Input: ck, Options: Options{Format: FormatDense, Version: version}, single: isSingleFile(ck.Path),
+	p := &Plan{Input: ck, Options: Options{Format: format.Dense, Version: version}, single: isSingleFile(ck.Path),
 		noReport: true}
 	for _, s := range ck.Shards {
 		shard := checkpoint.Shard{Name: filepath.Base(s.Path()), Metadata: map[string]string{}}
 		skip := map[string]bool{}
 		outMan := p.manifest()
-		decoded := map[string]*Compressed{}
+		decoded := map[string]*format.Compressed{}
 		for _, c := range byShard[s] {
 			skip[c.Values.Name], skip[c.Index.Name], skip[c.Shape.Name] = true, true, true
 			decoded[c.Values.Name] = c
@@ -45,8 +46,8 @@ func NewUnpackPlan(ck *checkpoint.Checkpoint, version string) (*Plan, error) {
 				rule = man.Targets[c.Name]
 			}
 			outMan.Targets[c.Name] = rule
-			p.Targets = append(p.Targets, &TensorPlan{Name: c.Name, Shard: shard.Name, DType: c.Values.DType,
-				Shape: []int64{int64(c.Rows), int64(c.Cols)}, Rule: rule, Outputs: []string{c.Name}})
+			p.Targets = append(p.Targets, &TensorPlan{Target: format.Target{Name: c.Name, Shard: shard.Name, DType: c.Values.DType,
+				Shape: []int64{int64(c.Rows), int64(c.Cols)}, Rule: rule, Outputs: []string{c.Name}}})
 		}
 		for _, t := range s.Tensors {
 			if c, ok := decoded[t.Name]; ok {
@@ -68,7 +69,7 @@ func NewUnpackPlan(ck *checkpoint.Checkpoint, version string) (*Plan, error) {
 			shard.Metadata[k] = v
 		}
 		if len(outMan.Targets) > 0 || man != nil {
-			shard.Metadata[MetadataKey] = outMan.encode()
+			shard.Metadata[format.MetadataKey] = outMan.Encode()
 		}
 		p.shards = append(p.shards, shard)
 	}
@@ -114,7 +115,7 @@ func denseConfig(ck *checkpoint.Checkpoint) ([]byte, error) {
 // decodeSource writes the dense weight decoded from its compressed form,
 // chunk bytes of it at a time.
 type decodeSource struct {
-	c     *Compressed
+	c     *format.Compressed
 	chunk int
 }
 

@@ -4,19 +4,8 @@ import (
 	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 )
-
-// NotPruned is a tensor of the input that looks like a projection weight
-// (see ProjectionLike) but is not a target, and so is copied unchanged.
-type NotPruned struct {
-	Name  string           `json:"name"`
-	DType checkpoint.DType `json:"dtype"`
-	Shape []int64          `json:"shape"`
-	// Reason says why it is not a target: not matched by the targets,
-	// excluded by --ignore, outside --scope, and for a 3-D tensor that
-	// the formats store matrices only.
-	Reason string `json:"reason"`
-}
 
 // ProjectionLike reports whether a tensor looks like the weight of a
 // linear projection, so that prune lists it when it is not a target
@@ -88,7 +77,7 @@ func (p *Plan) noteNotPruned(info checkpoint.TensorInfo) {
 	if len(info.Shape) == 3 {
 		reason += "; a 3-D tensor (experts stacked in one tensor), which the 2:4 formats cannot store"
 	}
-	p.NotPruned = append(p.NotPruned, NotPruned{Name: info.Name, DType: info.DType, Shape: info.Shape, Reason: reason})
+	p.NotPruned = append(p.NotPruned, format.NotPruned{Name: info.Name, DType: info.DType, Shape: info.Shape, Reason: reason})
 }
 
 // FoldIndices replaces every all-digit dotted component of a tensor name

@@ -9,24 +9,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 )
-
-// ReportPath returns where the per-tensor report of an output goes:
-// sfsurgery.json inside an output directory, or beside a single output
-// file.
-func ReportPath(out string, single bool) string {
-	if single {
-		return strings.TrimSuffix(out, ".safetensors") + ".sfsurgery.json"
-	}
-	return filepath.Join(out, reportName)
-}
-
-// reportName is the prune report's file name inside an output directory.
-const reportName = "sfsurgery.json"
 
 // OutputSize returns the number of bytes the output's safetensors files
 // will take (headers included).
@@ -53,9 +40,9 @@ func (p *Plan) OutputSize() (int64, error) {
 // Weight files the input's index does not name are carried over
 // unchanged, not pruned, and listed in the report's warnings (see
 // [Plan.Warnings]).
-func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOptions) (*Report, error) {
+func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOptions) (*format.Report, error) {
 	opt.Protect = append(append([]string(nil), opt.Protect...), p.protect()...)
-	opt.Replaceable = append(append([]string(nil), opt.Replaceable...), reportName)
+	opt.Replaceable = append(append([]string(nil), opt.Replaceable...), format.ReportName)
 	workers := opt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -67,14 +54,14 @@ func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOption
 	for _, d := range p.decoders {
 		d.chunk = mem.chunk
 	}
-	var report *Report
+	var report *format.Report
 	var files []checkpoint.ExtraFile
 	if !p.noReport {
 		digests := &digestSet{sums: map[string]string{}}
 		opt.Digest = digests.add
-		name := reportName
+		name := format.ReportName
 		if p.single {
-			name = filepath.Base(ReportPath(out, true))
+			name = filepath.Base(format.ReportPath(out, true))
 		}
 		files = append(files, checkpoint.ExtraFile{Name: name, Make: func() ([]byte, error) {
 			report = p.report(out)
@@ -94,7 +81,7 @@ func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOption
 			o.IndexMetadata = p.indexMetadata()
 		}
 		for _, name := range append(slices.Clone(p.Input.Files), p.Input.Unindexed...) {
-			if name == reportName {
+			if name == format.ReportName {
 				continue // the input's prune report describes the input, not this output
 			}
 			if name == "config.json" && p.config != nil {

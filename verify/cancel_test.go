@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
-	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/verify"
 )
 
@@ -21,8 +21,8 @@ func bigTarget(t *testing.T) string {
 	in := filepath.Join(t.TempDir(), "big.safetensors")
 	writeModel(t, in, []tensor{{"model.layers.0.mlp.up_proj.weight", checkpoint.BF16, rows, cols, randomWeight(rows*cols, checkpoint.BF16, 9)}})
 	out := filepath.Join(t.TempDir(), "big-2of4.safetensors")
-	pruneFile(t, in, out, surgery.FormatAmpere)
-	if err := os.Remove(surgery.ReportPath(out, true)); err != nil {
+	pruneFile(t, in, out, format.Ampere)
+	if err := os.Remove(format.ReportPath(out, true)); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -72,7 +72,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestTokens(t *testing.T) {
-	ck, err := checkpoint.Open(pruned(t, surgery.FormatAmpere))
+	ck, err := checkpoint.Open(pruned(t, format.Ampere))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
-	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
 // chunkBytes bounds the dense rows decoded at a time.
@@ -27,7 +27,7 @@ const (
 
 // checkCompressed runs checks 1–4 on one compressed weight. It returns
 // an error only when ctx is done; failed checks are in the Result.
-func checkCompressed(ctx context.Context, c *surgery.Compressed, rule prune24.Rule, ours bool, opt Options, num numeric) (Result, error) {
+func checkCompressed(ctx context.Context, c *format.Compressed, rule prune24.Rule, ours bool, opt Options, num numeric) (Result, error) {
 	res := Result{Tensor: c.Name, Format: string(c.Format)}
 	var orig []byte
 	if opt.Original != nil {
@@ -91,7 +91,7 @@ type walk struct {
 // round-trip and (with orig) rule checks, and records the non-finite
 // weights. It returns an error only when ctx is done, checked between
 // chunks.
-func walkCompressed(ctx context.Context, c *surgery.Compressed, rule prune24.Rule, ours bool, orig []byte, progress func(int64)) (*walk, error) {
+func walkCompressed(ctx context.Context, c *format.Compressed, rule prune24.Rule, ours bool, orig []byte, progress func(int64)) (*walk, error) {
 	rowBytes := c.Cols * c.DType.Size()
 	a := c.RowAlign()
 	step := max(chunkBytes/rowBytes/a*a, a)
@@ -118,7 +118,7 @@ func walkCompressed(ctx context.Context, c *surgery.Compressed, rule prune24.Rul
 				w.structErr = prune24.OffsetRows(err, r0)
 			}
 		}
-		if w.roundErr == nil && (c.Format == surgery.FormatAmpere || ours) {
+		if w.roundErr == nil && (c.Format == format.Ampere || ours) {
 			w.roundErr = reencode(c, d, r0, n, values[r0*vRow:(r0+n)*vRow], scratch, index[r0*iRow:(r0+n)*iRow], &v2, &i2)
 		}
 		if orig != nil && w.ruleErr == nil {
@@ -136,10 +136,10 @@ func walkCompressed(ctx context.Context, c *surgery.Compressed, rule prune24.Rul
 // reencode packs the decoded rows again and compares with the stored
 // bytes. For the ampere form the encoding is canonical (PyTorch's); for a
 // bitmask written by sfsurgery too.
-func reencode(c *surgery.Compressed, dense []byte, r0, n int, values, ampMeta, bitmask []byte, v2, i2 *[]byte) error {
+func reencode(c *format.Compressed, dense []byte, r0, n int, values, ampMeta, bitmask []byte, v2, i2 *[]byte) error {
 	var err error
 	var idx []byte
-	if c.Format == surgery.FormatAmpere {
+	if c.Format == format.Ampere {
 		pb, mb := prune24.AmpereSizes(c.DType, n, c.Cols)
 		*v2, *i2 = grow(*v2, pb), grow(*i2, mb)
 		err = prune24.PackAmpere(*v2, *i2, dense, c.DType, n, c.Cols)
@@ -166,7 +166,7 @@ func reencode(c *surgery.Compressed, dense []byte, r0, n int, values, ampMeta, b
 // chunks of rows. It returns an error only when ctx is done, checked
 // between chunks.
 func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rule prune24.Rule, opt Options) (Result, error) {
-	res := Result{Tensor: name, Format: string(surgery.FormatDense)}
+	res := Result{Tensor: name, Format: string(format.Dense)}
 	f, info, ok := ck.Lookup(name)
 	if !ok {
 		res.add(CheckStructure, fmt.Errorf("the manifest lists %s but the checkpoint lacks it", name))

@@ -3,7 +3,7 @@ package verify
 import (
 	"fmt"
 
-	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/format"
 )
 
 // coverage gathers what Run checked, for the report's Checked and
@@ -11,7 +11,7 @@ import (
 type coverage struct {
 	opt    Options
 	num    numeric
-	report *surgery.Report // the prune report; nil when there is none
+	report *format.Report // the prune report; nil when there is none
 	// targets counts the targets checked, compressed those stored in a
 	// compressed form, foreign the bitmask forms not written by sfsurgery
 	// (decoded and validated, not re-encoded), cpuOnly the compressed

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/verify"
 )
 
 // editReport rewrites the sha256 map of dir's prune report with fn.
 func editReport(t *testing.T, dir string, fn func(map[string]string) map[string]string) {
 	t.Helper()
-	path := surgery.ReportPath(dir, false)
+	path := format.ReportPath(dir, false)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -50,16 +50,16 @@ func TestDigestsSeeWhatTheChecksCannot(t *testing.T) {
 	const up = "model.layers.2.mlp.up_proj"
 	tests := []struct {
 		name   string
-		format surgery.Format
+		format format.Format
 		tensor string
 		off    int64
 		fn     func(byte) byte
 	}{
-		{"packed value byte", surgery.FormatAmpere, up + ".packed", 1, func(b byte) byte { return b ^ 0x01 }},
-		{"meta nibble to another valid code", surgery.FormatAmpere, q + ".meta", 0, swapNibble},
-		{"bitmask value byte", surgery.FormatBitmask, up + ".compressed", 5, func(b byte) byte { return b ^ 0x40 }},
-		{"dense weight byte", surgery.FormatDense, up + ".weight", 0, func(b byte) byte { return b ^ 0x01 }},
-		{"non-target byte", surgery.FormatAmpere, "model.norm.weight", 2, func(b byte) byte { return b ^ 0x80 }},
+		{"packed value byte", format.Ampere, up + ".packed", 1, func(b byte) byte { return b ^ 0x01 }},
+		{"meta nibble to another valid code", format.Ampere, q + ".meta", 0, swapNibble},
+		{"bitmask value byte", format.Bitmask, up + ".compressed", 5, func(b byte) byte { return b ^ 0x40 }},
+		{"dense weight byte", format.Dense, up + ".weight", 0, func(b byte) byte { return b ^ 0x01 }},
+		{"non-target byte", format.Ampere, "model.norm.weight", 2, func(b byte) byte { return b ^ 0x80 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestDigestListsDiffer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := pruned(t, surgery.FormatAmpere)
+			dir := pruned(t, format.Ampere)
 			editReport(t, dir, tt.fn)
 			rep := run(t, dir, false)
 			if rep.OK {
@@ -151,7 +151,7 @@ func TestSummarySaysWhatWasNotChecked(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := pruned(t, surgery.FormatAmpere)
+			dir := pruned(t, format.Ampere)
 			tt.prep(t, dir)
 			rep := run(t, dir, tt.original)
 			if !rep.OK {

@@ -8,9 +8,9 @@ import (
 	"math/rand/v2"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/prune24"
-	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
 // gpuTolerance bounds ‖Y_sparse − Y_dense‖/‖Y_dense‖ on the GPU: both
@@ -96,7 +96,7 @@ func (g *gpuNumeric) Describe() string {
 
 // Compare runs every token count and returns the worst errors; ctx is
 // checked between token counts.
-func (g *gpuNumeric) Compare(ctx context.Context, c *surgery.Compressed) (comparison, error) {
+func (g *gpuNumeric) Compare(ctx context.Context, c *format.Compressed) (comparison, error) {
 	dt, ok := kernelType(c)
 	if !ok {
 		// Bitmask and F32 forms have no tensor-core kernel here; their
@@ -158,7 +158,7 @@ func (g *gpuNumeric) Compare(ctx context.Context, c *surgery.Compressed) (compar
 
 // compareM runs one token count: sparse and dense products on the GPU,
 // then the float64 spot check of sampled rows on the CPU.
-func (g *gpuNumeric) compareM(c *surgery.Compressed, dt checkpoint.DType, packed, meta, w *kernels.Buffer, m int, seed uint64) (comparison, error) {
+func (g *gpuNumeric) compareM(c *format.Compressed, dt checkpoint.DType, packed, meta, w *kernels.Buffer, m int, seed uint64) (comparison, error) {
 	n, k := c.Rows, c.Cols
 	xh, xf, err := randomActivations(m, k, c.DType, seed)
 	if err != nil {
@@ -211,7 +211,7 @@ func (g *gpuNumeric) compareM(c *surgery.Compressed, dt checkpoint.DType, packed
 // spotCheck recomputes spotRows sampled rows of Y in float64 from the CPU
 // decode of the compressed form and compares them with the GPU's sparse
 // result.
-func spotCheck(c *surgery.Compressed, ys []byte, x []float64, m int, seed uint64) error {
+func spotCheck(c *format.Compressed, ys []byte, x []float64, m int, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 77))
 	a := c.RowAlign()
 	rowBytes := c.Cols * c.DType.Size()
@@ -258,8 +258,8 @@ func f32Range(v float64) float64 {
 
 // kernelType maps a compressed weight to the GPU kernels' type, if they
 // read its form.
-func kernelType(c *surgery.Compressed) (checkpoint.DType, bool) {
-	if c.Format != surgery.FormatAmpere {
+func kernelType(c *format.Compressed) (checkpoint.DType, bool) {
+	if c.Format != format.Ampere {
 		return "", false
 	}
 	switch c.DType {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
-	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/verify"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestGPUInfWeights(t *testing.T) {
 	in := infModel(t)
 	out := filepath.Join(t.TempDir(), "ampere.safetensors")
-	pruneFile(t, in, out, surgery.FormatAmpere)
+	pruneFile(t, in, out, format.Ampere)
 	ck, err := checkpoint.Open(out)
 	if err != nil {
 		t.Fatal(err)

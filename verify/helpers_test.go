@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/sfsurgery/sfsurgery/verify"
 )
@@ -81,7 +82,7 @@ func setElem(b []byte, i int, dt checkpoint.DType, v float64) {
 }
 
 // pruneFile prunes the checkpoint in into out in format f.
-func pruneFile(t *testing.T, in, out string, f surgery.Format) {
+func pruneFile(t *testing.T, in, out string, f format.Format) {
 	t.Helper()
 	ck, err := checkpoint.Open(in)
 	if err != nil {

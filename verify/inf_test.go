@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
-	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/format"
 )
 
 const (
@@ -51,7 +51,7 @@ func infModel(t *testing.T) string {
 // passes, with and without the original, and names every Inf.
 func TestInfWeightsPass(t *testing.T) {
 	in := infModel(t)
-	for _, f := range []surgery.Format{surgery.FormatAmpere, surgery.FormatBitmask, surgery.FormatDense} {
+	for _, f := range []format.Format{format.Ampere, format.Bitmask, format.Dense} {
 		out := filepath.Join(t.TempDir(), string(f)+".safetensors")
 		pruneFile(t, in, out, f)
 		for _, orig := range []string{"", in} {
@@ -71,7 +71,7 @@ func TestInfWeightsPass(t *testing.T) {
 						t.Errorf("%s: %s: notes %q do not name %q", f, name, r.Notes, pos)
 					}
 				}
-				if f == surgery.FormatDense {
+				if f == format.Dense {
 					continue
 				}
 				if r.RelErr != 0 || math.IsNaN(r.MaxAbs) {
@@ -95,7 +95,7 @@ func TestInfMoved(t *testing.T) {
 	const meta = "model.layers.0.self_attn.q_proj.meta"
 	const bitmask = "model.layers.0.self_attn.q_proj.bitmask"
 	tests := []struct {
-		format  surgery.Format
+		format  format.Format
 		tensor  string
 		off     int64
 		fn      func(byte) byte
@@ -107,11 +107,11 @@ func TestInfMoved(t *testing.T) {
 		// (docs/formats.md §1.5), bits 4-7: the high nibble of byte 48. The
 		// +Inf is the first kept value when the nibble's low index is 1,
 		// else the second; moving that index moves the Inf.
-		{surgery.FormatAmpere, meta, 48, moveInfNibble, meta, []string{"+Inf at row 3, column 4", "+Inf at row 3, column 6"}},
+		{format.Ampere, meta, 48, moveInfNibble, meta, []string{"+Inf at row 3, column 4", "+Inf at row 3, column 6"}},
 		// Row 3's mask is bytes 24-31 (8 a row); bits 4-7 of byte 24 are
 		// columns 4-7. Clearing bit 5 and setting the lowest clear one
 		// of the group moves the +Inf to column 4 or 6.
-		{surgery.FormatBitmask, bitmask, 24, moveInfBit, bitmask, []string{"+Inf at row 3, column 4", "+Inf at row 3, column 6"}},
+		{format.Bitmask, bitmask, 24, moveInfBit, bitmask, []string{"+Inf at row 3, column 4", "+Inf at row 3, column 6"}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.format), func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
@@ -19,7 +20,7 @@ func prunedAmpere(t *testing.T) *checkpoint.Checkpoint {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	p, err := surgery.NewPlan(in, surgery.Options{Format: surgery.FormatAmpere, Version: "test"})
+	p, err := surgery.NewPlan(in, surgery.Options{Format: format.Ampere, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func prunedAmpere(t *testing.T) *checkpoint.Checkpoint {
 // a cancelled context, before any work is counted.
 func TestCancelledPasses(t *testing.T) {
 	ck := prunedAmpere(t)
-	comps, err := surgery.FindCompressed(ck)
+	comps, err := format.FindCompressed(ck)
 	if err != nil || len(comps) == 0 {
 		t.Fatalf("FindCompressed: %d, %v", len(comps), err)
 	}

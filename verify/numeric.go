@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
-	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
 // numeric computes check 4 for a compressed weight: Y from the compressed
@@ -17,7 +17,7 @@ type numeric interface {
 	// Compare compares the two products. It returns an error when they
 	// differ in non-finite class at some element, when the compressed
 	// form cannot be read, or when ctx is done (checked between rows).
-	Compare(ctx context.Context, c *surgery.Compressed) (comparison, error)
+	Compare(ctx context.Context, c *format.Compressed) (comparison, error)
 	// Tolerance is the largest relative error that passes.
 	Tolerance() float64
 	// Describe says where the check runs, for the report.
@@ -104,7 +104,7 @@ type comparison struct {
 // metadata nibble or bitmask bits, and from the decoded dense rows. The
 // two add the same nonzero terms in the same order, so an element is
 // non-finite in one exactly when it is in the other.
-func (n *cpuNumeric) Compare(ctx context.Context, c *surgery.Compressed) (comparison, error) {
+func (n *cpuNumeric) Compare(ctx context.Context, c *format.Compressed) (comparison, error) {
 	x := n.tokensFor(c.Cols)
 	sp := newSparseReader(c)
 	rowBytes := c.Cols * c.DType.Size()

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
-	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
 // sparseReader computes rows of W·X straight from a compressed form,
@@ -15,14 +15,14 @@ import (
 // docs/formats.md §1.5, as a tensor-core kernel does, or walks the
 // bitmask bits.
 type sparseReader struct {
-	c      *surgery.Compressed
+	c      *format.Compressed
 	values []byte
 	index  []byte
 	size   int       // element size in bytes
 	vals   []float64 // the values of the row being read, Cols/2 of them
 }
 
-func newSparseReader(c *surgery.Compressed) *sparseReader {
+func newSparseReader(c *format.Compressed) *sparseReader {
 	return &sparseReader{c: c, values: c.File.Data(c.Values), index: c.File.Data(c.Index), size: c.DType.Size(),
 		vals: make([]float64, c.Cols/2)}
 }
@@ -60,7 +60,7 @@ func (s *sparseReader) row(r int, x, ys []float64) error {
 		return err
 	}
 	switch {
-	case c.Format == surgery.FormatAmpere && c.DType == checkpoint.F32:
+	case c.Format == format.Ampere && c.DType == checkpoint.F32:
 		for g := 0; g < c.Cols/2; g++ {
 			nib := s.metaNibble(r, g)
 			if nib != 0x4 && nib != 0xE {
@@ -72,7 +72,7 @@ func (s *sparseReader) row(r int, x, ys []float64) error {
 				ys[m] += v * x[m*c.Cols+col]
 			}
 		}
-	case c.Format == surgery.FormatAmpere:
+	case c.Format == format.Ampere:
 		for g := 0; g < c.Cols/4; g++ {
 			nib := s.metaNibble(r, g)
 			i0, i1 := int(nib&3), int(nib>>2)

@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
-	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
 // ErrNothingToVerify is returned for a checkpoint with neither an
@@ -116,19 +116,19 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 	if opt.Tokens == 0 {
 		opt.Tokens = defaultCPUTokens
 	}
-	man, err := surgery.ReadManifest(ck)
-	if err != nil && !errors.Is(err, surgery.ErrNoManifest) {
+	man, err := format.ReadManifest(ck)
+	if err != nil && !errors.Is(err, format.ErrNoManifest) {
 		return nil, err
 	}
-	comps, err := surgery.FindCompressed(ck)
+	comps, err := format.FindCompressed(ck)
 	if err != nil {
 		return nil, err
 	}
 	if man == nil && len(comps) == 0 {
 		return nil, fmt.Errorf("%s: %w", ck.Path, ErrNothingToVerify)
 	}
-	pruneReport, err := surgery.ReadReport(ck)
-	if err != nil && !errors.Is(err, surgery.ErrNoReport) {
+	pruneReport, err := format.ReadReport(ck)
+	if err != nil && !errors.Is(err, format.ErrNoReport) {
 		return nil, err
 	}
 	rep := &Report{Checkpoint: ck.Path}
@@ -156,14 +156,14 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 		jobs = append(jobs, func(ctx context.Context) (Result, error) { return checkCompressed(ctx, c, rule, ours, opt, num) })
 		total += int64(c.Rows) * int64(c.Cols) * int64(c.DType.Size())
 		cov.compressed++
-		if c.Format == surgery.FormatBitmask && !ours {
+		if c.Format == format.Bitmask && !ours {
 			cov.foreign++
 		}
 		if _, ok := kernelType(c); !ok {
 			cov.cpuOnly++
 		}
 	}
-	if man != nil && man.Format == surgery.FormatDense {
+	if man != nil && man.Format == format.Dense {
 		for _, name := range man.TargetNames() {
 			targets[name] = true
 			jobs = append(jobs, func(ctx context.Context) (Result, error) { return checkDense(ctx, ck, name, ruleOf(man, name), opt) })
@@ -241,7 +241,7 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 }
 
 // ruleOf returns the sparsity rule the manifest records for a target.
-func ruleOf(man *surgery.Manifest, name string) prune24.Rule {
+func ruleOf(man *format.Manifest, name string) prune24.Rule {
 	if man != nil && man.Targets[name] == prune24.Rule12.String() {
 		return prune24.Rule12
 	}

@@ -9,14 +9,14 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
-	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/verify"
 )
 
 const testdataModel = "../testdata/tiny-llama-bf16"
 
 // pruned writes testdata pruned in format f into a temp dir.
-func pruned(t *testing.T, f surgery.Format) string {
+func pruned(t *testing.T, f format.Format) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), string(f))
 	pruneFile(t, testdataModel, out, f)
@@ -72,14 +72,14 @@ func failedTensors(rep *verify.Report) map[string][]string {
 }
 
 func TestCleanOutputsPass(t *testing.T) {
-	for _, f := range []surgery.Format{surgery.FormatAmpere, surgery.FormatBitmask, surgery.FormatDense} {
+	for _, f := range []format.Format{format.Ampere, format.Bitmask, format.Dense} {
 		for _, orig := range []bool{false, true} {
 			rep := run(t, pruned(t, f), orig)
 			if !rep.OK || rep.Failed != 0 {
 				t.Errorf("%s (original %v): %v", f, orig, failedTensors(rep))
 			}
 			for _, r := range rep.Results {
-				if r.Format == string(f) && f != surgery.FormatDense && (r.RelErr != 0 || r.MaxAbs != 0) {
+				if r.Format == string(f) && f != format.Dense && (r.RelErr != 0 || r.MaxAbs != 0) {
 					t.Errorf("%s: %s: CPU products differ by %g (max %g); they add the same terms in the same order", f, r.Tensor, r.RelErr, r.MaxAbs)
 				}
 			}
@@ -92,7 +92,7 @@ func TestCorruptionIsCaught(t *testing.T) {
 	const up = "model.layers.2.mlp.up_proj"
 	tests := []struct {
 		name      string
-		format    surgery.Format
+		format    format.Format
 		tensor    string // tensor patched
 		off       int64
 		fn        func(byte) byte
@@ -102,14 +102,14 @@ func TestCorruptionIsCaught(t *testing.T) {
 	}{
 		// 0x4 (slots 0,1) -> 0x8 (slots 0,2): still a valid nibble, so
 		// only the round trip and the products can tell.
-		{"meta nibble to another valid one", surgery.FormatAmpere, q + ".meta", 0, swapNibble, true, "rule", q + ".weight"},
-		{"meta nibble to an invalid one", surgery.FormatAmpere, q + ".meta", 1, func(b byte) byte { return b&0xF0 | 0x0 }, false, "round-trip", q + ".weight"},
-		{"packed value", surgery.FormatAmpere, up + ".packed", 1, func(b byte) byte { return b ^ 0x01 }, true, "rule", up + ".weight"},
-		{"bitmask bit", surgery.FormatBitmask, up + ".bitmask", 3, func(b byte) byte { return b ^ 0x01 }, false, "round-trip", up + ".weight"},
-		{"compressed value", surgery.FormatBitmask, up + ".compressed", 5, func(b byte) byte { return b ^ 0x40 }, true, "rule", up + ".weight"},
-		{"dense weight", surgery.FormatDense, up + ".weight", 0, func(b byte) byte { return b ^ 0x01 }, true, "rule", up + ".weight"},
-		{"non-target byte", surgery.FormatAmpere, "model.norm.weight", 2, func(b byte) byte { return b ^ 0x80 }, true, "identical", "model.norm.weight"},
-		{"non-target byte (dense)", surgery.FormatDense, "lm_head.weight", 100, func(b byte) byte { return b + 1 }, true, "identical", "lm_head.weight"},
+		{"meta nibble to another valid one", format.Ampere, q + ".meta", 0, swapNibble, true, "rule", q + ".weight"},
+		{"meta nibble to an invalid one", format.Ampere, q + ".meta", 1, func(b byte) byte { return b&0xF0 | 0x0 }, false, "round-trip", q + ".weight"},
+		{"packed value", format.Ampere, up + ".packed", 1, func(b byte) byte { return b ^ 0x01 }, true, "rule", up + ".weight"},
+		{"bitmask bit", format.Bitmask, up + ".bitmask", 3, func(b byte) byte { return b ^ 0x01 }, false, "round-trip", up + ".weight"},
+		{"compressed value", format.Bitmask, up + ".compressed", 5, func(b byte) byte { return b ^ 0x40 }, true, "rule", up + ".weight"},
+		{"dense weight", format.Dense, up + ".weight", 0, func(b byte) byte { return b ^ 0x01 }, true, "rule", up + ".weight"},
+		{"non-target byte", format.Ampere, "model.norm.weight", 2, func(b byte) byte { return b ^ 0x80 }, true, "identical", "model.norm.weight"},
+		{"non-target byte (dense)", format.Dense, "lm_head.weight", 100, func(b byte) byte { return b + 1 }, true, "identical", "lm_head.weight"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,7 +159,7 @@ func TestNothingToVerify(t *testing.T) {
 }
 
 func TestUnknownDevice(t *testing.T) {
-	ck, err := checkpoint.Open(pruned(t, surgery.FormatAmpere))
+	ck, err := checkpoint.Open(pruned(t, format.Ampere))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
-	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/format"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,7 +69,7 @@ func checkReportMatches(t *testing.T, out, want string) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	man, err := surgery.ReadManifest(ck)
+	man, err := format.ReadManifest(ck)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
-	"github.com/sfsurgery/sfsurgery/surgery"
+	"github.com/sfsurgery/sfsurgery/format"
 )
 
 // randomTensor is a BF16 tensor source of random values in (-1, 1).
@@ -114,7 +114,7 @@ func TestPruneVerifyMixtral(t *testing.T) {
 			if code != exitOK || !strings.Contains(stdout, "PASS") {
 				t.Errorf("verify: exit %d\n%s", code, stdout)
 			}
-			var rep surgery.Report
+			var rep format.Report
 			b, err := os.ReadFile(filepath.Join(out, "sfsurgery.json"))
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/spf13/cobra"
 )
@@ -72,7 +73,7 @@ directory holding other files, nor the current directory.`,
 }
 
 func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
-	format, err := surgery.ParseFormat(f.format)
+	format, err := format.Parse(f.format)
 	if err != nil {
 		return err
 	}
@@ -168,7 +169,7 @@ func printPlan(w io.Writer, p *surgery.Plan, out string, size int64, asJSON bool
 // printSummary prints the end-of-run summary of prune. Projection-like
 // tensors that were not pruned are listed with their layer and expert
 // numbers folded into N, one line per name and reason.
-func printSummary(w io.Writer, r *surgery.Report) {
+func printSummary(w io.Writer, r *format.Report) {
 	fmt.Fprintf(w, "wrote %s (%s)\n", r.Output, r.Format)
 	fmt.Fprintf(w, "  pruned %d tensors, %d left dense, %d projection-like tensors not pruned\n",
 		r.Pruned, r.Skipped, len(r.NotPruned))
@@ -196,7 +197,7 @@ func writeJSONTo(w io.Writer, v any) error {
 // printNotPruned lists projection-like tensors that are not targets, with
 // their layer and expert numbers folded into N, one line per name and
 // reason.
-func printNotPruned(w io.Writer, list []surgery.NotPruned) {
+func printNotPruned(w io.Writer, list []format.NotPruned) {
 	type group struct{ name, reason string }
 	counts := map[group]int{}
 	var order []group

@@ -1,4 +1,4 @@
-package surgery
+package format
 
 import (
 	"encoding/binary"
@@ -41,10 +41,10 @@ func FindCompressed(ck *checkpoint.Checkpoint) ([]*Compressed, error) {
 			var base, index string
 			switch {
 			case strings.HasSuffix(t.Name, ".packed"):
-				format, base = FormatAmpere, strings.TrimSuffix(t.Name, ".packed")
+				format, base = Ampere, strings.TrimSuffix(t.Name, ".packed")
 				index = base + ".meta"
 			case strings.HasSuffix(t.Name, ".compressed"):
-				format, base = FormatBitmask, strings.TrimSuffix(t.Name, ".compressed")
+				format, base = Bitmask, strings.TrimSuffix(t.Name, ".compressed")
 				index = base + ".bitmask"
 			default:
 				continue
@@ -60,6 +60,8 @@ func FindCompressed(ck *checkpoint.Checkpoint) ([]*Compressed, error) {
 	return out, nil
 }
 
+// newCompressed checks the companions of the values tensor of a
+// compressed weight and returns it.
 func newCompressed(f *checkpoint.File, format Format, base string, values checkpoint.TensorInfo, index string) (*Compressed, error) {
 	where := fmt.Sprintf("%s: tensor %q", f.Path(), values.Name)
 	idx, ok := f.Tensor(index)
@@ -87,7 +89,7 @@ func newCompressed(f *checkpoint.File, format Format, base string, values checkp
 	var vb, ib int
 	var wantIdx checkpoint.DType
 	switch format {
-	case FormatAmpere:
+	case Ampere:
 		if err := prune24.AmpereShapeError(dt, c.Rows, c.Cols); err != nil {
 			return nil, fmt.Errorf("%s: %w: %v", where, ErrCompressed, err)
 		}
@@ -110,7 +112,7 @@ func newCompressed(f *checkpoint.File, format Format, base string, values checkp
 // RowAlign is the granularity of DecodeRows: 32 rows for the ampere
 // layout's row blocks, 1 otherwise.
 func (c *Compressed) RowAlign() int {
-	if c.Format == FormatAmpere {
+	if c.Format == Ampere {
 		return 32
 	}
 	return 1
@@ -129,7 +131,7 @@ func (c *Compressed) DecodeRows(dst []byte, r0, n int, scratch []byte) ([]byte, 
 	vRow, iRow := len(values)/c.Rows, len(index)/c.Rows
 	vals := values[r0*vRow : (r0+n)*vRow]
 	var err error
-	if c.Format == FormatAmpere {
+	if c.Format == Ampere {
 		// Gather the chunk's metadata: for column pair p, words
 		// [p·Rows + r0, +n) of the stored layout.
 		scratch = grow(scratch, n*iRow)
@@ -146,4 +148,12 @@ func (c *Compressed) DecodeRows(dst []byte, r0, n int, scratch []byte) ([]byte, 
 		return scratch, fmt.Errorf("%s: %s: %w", filepath.Base(c.File.Path()), c.Name, prune24.OffsetRows(err, r0))
 	}
 	return scratch, nil
+}
+
+// grow returns b resliced (or reallocated) to length n.
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
 }

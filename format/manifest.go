@@ -1,4 +1,4 @@
-package surgery
+package format
 
 import (
 	"encoding/json"
@@ -9,31 +9,6 @@ import (
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
-
-// Format is an output format of prune.
-type Format string
-
-// The output formats.
-const (
-	// FormatAmpere writes P.packed, P.meta and P.shape for each target
-	// P.weight: PyTorch's CUTLASS semi-structured layout, byte for byte.
-	FormatAmpere Format = "ampere"
-	// FormatBitmask writes compressed-tensors' sparse-24-bitmask:
-	// P.compressed, P.bitmask and P.shape, and a quantization_config.
-	FormatBitmask Format = "bitmask"
-	// FormatDense writes the pruned weights in place, under their own
-	// names, loadable by any serving engine.
-	FormatDense Format = "dense"
-)
-
-// ParseFormat checks a --format value.
-func ParseFormat(s string) (Format, error) {
-	switch f := Format(s); f {
-	case FormatAmpere, FormatBitmask, FormatDense:
-		return f, nil
-	}
-	return "", fmt.Errorf("unknown format %q (want ampere, bitmask or dense)", s)
-}
 
 // MetadataKey is the __metadata__ key under which every shard written by
 // sfsurgery carries its [Manifest] as JSON.
@@ -60,8 +35,9 @@ type Manifest struct {
 	Targets map[string]string `json:"targets"`
 }
 
-// encode returns the manifest as compact JSON with sorted keys.
-func (m *Manifest) encode() string {
+// Encode returns the manifest as compact JSON with sorted keys, as it is
+// stored under MetadataKey.
+func (m *Manifest) Encode() string {
 	b, err := json.Marshal(m)
 	if err != nil {
 		// Marshalling strings and maps of strings cannot fail.
