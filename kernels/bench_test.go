@@ -61,11 +61,9 @@ func BenchmarkGPUMatmul(b *testing.B) {
 // only on compute capability 9.0) unless its compute cache
 // (~/.nv/ComputeCache) already holds them, so the first iteration of a
 // fresh machine is a user's first run and the rest are later runs; with
-// CUDA_CACHE_DISABLE=1 every iteration compiles. On an H100 (session 12,
-// kernels/notes.md): 14.3 s an iteration without the cache, 15.1 s for the
-// first with it, 0.12 s after; the same under racecheck with the cache
-// filled, 1.1 s (so the compile was not what kept racecheck's runs from
-// finishing in session 11).
+// CUDA_CACHE_DISABLE=1 every iteration compiles. On an H100: 14.3 s an
+// iteration without the cache, 15.1 s for the first with it, 0.12 s
+// after; the same under racecheck with the cache filled, 1.1 s.
 func BenchmarkGPUOpen(b *testing.B) {
 	cfg := defaultConfig()
 	for b.Loop() {

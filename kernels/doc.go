@@ -8,7 +8,7 @@
 //
 // The kernels read the weights exactly as sfsurgery writes them: PyTorch's
 // CUTLASS layout, a packed tensor [out][in/2] and an int16 meta tensor in
-// the reordered layout (shared/docs/formats.md §1). [Device.SparseMatmul]
+// the reordered layout (docs/formats.md §1). [Device.SparseMatmul]
 // feeds them to the sparse tensor cores (mma.sp, sm_80 and newer),
 // [Device.DecodeAmpere] expands them back to the dense pruned weight, and
 // [Device.DenseMatmul] multiplies a dense weight through cuBLASLt when the

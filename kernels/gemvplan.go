@@ -63,10 +63,10 @@ type gemvCosts struct {
 }
 
 // defaultGemvModel returns the model planGemv uses. The mma.sp form's
-// constants were fitted (TestGemvModelFit, SFSURGERY_FIT=mma: coordinate
-// descent from 40 starts) to the session-6 H100 sweep of six Llama-3
-// shapes; among the timed plans of each of the eight Llama-3 projection
-// shapes and token counts 1-64 of the session-7 sweep (25573 plans,
+// constants were fitted (TestGemvModelFit with -fit=mma: coordinate
+// descent from 40 starts) to an H100 sweep of six Llama-3 shapes; among
+// the timed plans of each of the eight Llama-3 projection shapes and
+// token counts 1-64 of the H100 sweep (25573 plans,
 // testdata/gemv-sweep-h100.txt.gz), the one they rate cheapest is 1.4%
 // slower than the fastest on average and 5.9% at worst
 // (TestGemvModelReplay). The fit has thirteen constants and several sets
@@ -78,21 +78,21 @@ type gemvCosts struct {
 // reputation.
 //
 // The warpgroup form is priced with the same constants scaled by
-// wgPercent, measured in session 5 on the H100 (the probe's ratios at 1-4
+// wgPercent, measured on the H100 (the probe's ratios at 1-4
 // tiles, and at 8 BenchmarkGPUDecode's best plans of each form on the 8B
 // shapes), its cooperative sum as coopBatches batches of a ticket sum
-// (measured in session 6: 0.6 µs slower than one batch, about a batch
-// saved per batch beyond two). Over the form's session-7 sweep (2355
+// (measured: 0.6 µs slower than one batch, about a batch saved per
+// batch beyond two). Over the form's H100 sweep (2355
 // plans, gemv-sweep-wg-h100.txt.gz) that is 1.1% slower than the fastest
 // on average and 9.9% at worst within the form (TestGemvModelReplayWG),
 // 1.2% and 9.9% choosing between the forms (its "forms" case).
-// Constants of its own fitted to that sweep (SFSURGERY_FIT=forms with
+// Constants of its own fitted to that sweep (-fit=forms with
 // SFSURGERY_FIT_WG=1) replay at 0.7% and 5.4%, but the sweep times plans
 // one launch after another and bench times CUDA-graph replays: with them
 // bench's 8 candidates missed the best plan of 8B q/o at M = 1 (9.7 →
 // 10.3 µs) while gaining on 70B k/v, even on average; refitted to sweeps
 // timed as graph replays (SFSURGERY_SWEEP_GRAPHS) they were still even
-// on average, rows ±3-9% either way (kernels/notes.md, session 7).
+// on average, rows ±3-9% either way (docs/kernels.md).
 func defaultGemvModel() gemvModel {
 	mma := gemvCosts{
 		fixedWork:     24,
@@ -162,7 +162,7 @@ func (md gemvModel) rate(m, n, k int, lim gemvLimits, p gemvPlan) int {
 // stages that a warp's share of a slice fills (at least 4·kw chunks: on
 // shorter slices the stages run part empty; priced as full, TinyLlama's
 // k/v, 256 × 2048 in 16 slices of 2 chunks, ran 16-20% behind bench's
-// fastest plan, kernels/notes.md, session 17); with several slices plus
+// fastest plan); with several slices plus
 // sliceCost per slice, the tail and the SM's share of the partial sums'
 // bytes (written once, read once), or for a pair (two slices summed in a
 // cluster's shared memory) pairWork.
@@ -267,7 +267,7 @@ type gemvPlan struct {
 	// cluster is the CTAs per thread-block cluster along grid.z: 2 for two
 	// token groups, so that the two CTAs of a row block and slice start
 	// together on one GPC and the second finds the weight in that GPC's
-	// half of L2 (kernels/notes.md, session 9: without clusters two groups
+	// half of L2 (H100: without clusters two groups
 	// ran up to 10% slower or not, run to run, where the weight is larger
 	// than L2). 0: no clusters (clusters of 4 one-CTA-per-SM CTAs do not
 	// fit 132 SMs in one wave).
@@ -736,7 +736,7 @@ const gemvPairLeadTokens = 32
 // warpgroup plan of one slice. The model was fitted to the eight Llama-3
 // projection shapes, and ranks the mma.sp form first on shapes outside
 // them where the warpgroup form is faster: bench's 8 candidates with
-// their medians (H100, BF16, session 16; kernels/notes.md) put
+// their medians (H100, BF16; docs/kernels.md) put
 // SparseMatmul's own plan 11-15% behind the fastest on Llama-3-8B's
 // stacked qkv (6144 × 4096) at 1-4 tokens, 5-19% on 70B's (10240 × 8192)
 // at 8-64, 7% on 8B's gate_up (28672 × 4096) at 64 and 8-20% on
@@ -776,7 +776,7 @@ const (
 // gemvHyLeadLongChunks the longest at up to gemvHyLeadLongTokens; on longer
 // ones it is the second candidate, which engines and bench time.
 // SparseMatmul's default against the fastest of bench's 8 candidates (BF16,
-// µs, session 15): on 8B k/v (slices of 32 chunks) the hybrid was the
+// µs): on 8B k/v (slices of 32 chunks) the hybrid was the
 // fastest at 1-8 tokens on the H100 and the H200; on TinyLlama's down (2048
 // × 5632, 44 chunks) at 1, 2, 4 tokens on the H200 (6.8, 7.0, 7.4) but not
 // at 8 (an 8-slice plan was the fastest, 7.7-7.9), and at 1 on the H100
@@ -802,9 +802,8 @@ func hybridLeads(m int, hy gemvPlan) bool {
 // of at most gemvHyMaxTokens tokens where its grid is one wave of at
 // least gemvHyMinCTAs CTAs (n of 1024-2112 rows on an H100), and false
 // where there is none: first (planGemv's plan) where hybridLeads says,
-// else second. Measured against the planner's
-// plan of the time (H100, `pdl_probe hy`, µs; kernels/notes.md, session
-// 14): 70B k/v (1024 × 8192) 7.0-7.3 against 8.0 at one token, 7.4
+// else second. Measured against the planner's plan without it (H100,
+// `pdl_probe hy`, µs; docs/kernels.md): 70B k/v (1024 × 8192) 7.0-7.3 against 8.0 at one token, 7.4
 // against 8.1 at two, 7.5 against 8.1 at four, 8.1 against 8.3 at eight,
 // but 9.2 against 8.3 at sixteen; 8B k/v (1024 × 4096) 5.0 against 6.1 at
 // one token, 6.4 against 6.5 at sixteen.
@@ -833,8 +832,8 @@ func (md gemvModel) hybridPlan(m, n, k int, lim gemvLimits) (gemvPlan, bool) {
 
 // gemvGroupMinTokens is the fewest tokens for which the candidates hold
 // token-group plans. Two groups launched as clusters measured, against
-// the planner's plan (H100, `pdl_probe clusters`; kernels/notes.md,
-// session 9): at 16 tokens (groups of 8) 1.5-2% faster on k/v and 70B
+// the planner's plan (H100, `pdl_probe clusters`; docs/kernels.md): at
+// 16 tokens (groups of 8) 1.5-2% faster on k/v and 70B
 // q/o, even on 8B q/o, 2.6% slower on 8B down; at 32 (groups of 16) 3-6%
 // faster on k/v and 70B q/o, 2-3% slower on 8B q/o and down. `sfsurgery
 // bench` at 32 tokens: 70B k/v 9.1 → 8.2 µs, 8B k/v 7.3 → 6.6.
@@ -868,7 +867,7 @@ const (
 // k/v's 4096 or 8192 columns; every other Llama-3 shape's first group
 // plan has slices of 32 chunks or more). There two groups of 8 or 16 in
 // clusters were bench's fastest candidate at 16 and 32 tokens on the H100
-// and the H200, both types (docs/decode-h*-*.md, session 15), while
+// and the H200, both types (docs/decode-h*-*.md), while
 // planGemv's own plan took, on the H200 (BF16, µs), 6.7 against 5.8 on
 // 8B k/v and 7.8 against 7.1 on 70B k/v at 16 tokens.
 const (
@@ -879,9 +878,9 @@ const (
 // gemvGroupPickMidTokens and gemvGroupPickMidChunks extend that pick, from
 // 17 tokens (groups of 16), to slices of up to 24 chunks: TinyLlama's down
 // (2048 × 5632, 4 slices of 22 chunks) at 32 tokens took 10.0 µs in two
-// groups in clusters against 10.9 for planGemv's plan of the time on the
-// H100, 9.6 against 9.6-9.7 on the H200 (BF16, bench's candidates,
-// session 16). At 16 tokens the same groups were 8% slower on the H200,
+// groups in clusters against 10.9 for planGemv's plan without the pick on
+// the H100, 9.6 against 9.6-9.7 on the H200 (BF16, bench's candidates).
+// At 16 tokens the same groups were 8% slower on the H200,
 // so the pick starts above it.
 const (
 	gemvGroupPickMidTokens = 17
@@ -893,7 +892,7 @@ const (
 // is one, else the one of the most CTAs: on TinyLlama's k/v (256 × 2048,
 // two 128-row blocks) at 64 tokens four groups of 16 (64 CTAs) took 5.0 µs
 // against 6.1 for two groups in clusters (32 CTAs), on the H100 and the
-// H200 alike (BF16, bench's candidates, session 16). On 8B k/v at 64 tokens
+// H200 alike (BF16, bench's candidates). On 8B k/v at 64 tokens
 // two groups of 32 in clusters over 8 slices of 8 chunks took 8.26 µs, four
 // groups of 16 over 4 slices of 16 7.37 (H100, BF16, SparseMatmul's plan
 // against the fastest of bench's 8 candidates; F16 alike, and bench's
@@ -1183,10 +1182,10 @@ func (p gemvPlan) widened(m int, lim gemvLimits) gemvPlan {
 // only as a pair whose grid is one wave over at least half the SMs (n of
 // 2112-4224 rows on an H100), where 128-row CTAs leave SMs idle, in 2-chunk
 // stages (plansCTA), in windows of gemvPairWindow chunks. Measured against
-// the best 128-row plan (H100, `pdl_probe pairs`; kernels/notes.md, session
-// 10): 8B q/o 6-23% faster at every token count; 8B down 3% faster at 1
-// token, 1.5% slower at 16, even at 32, 2% faster at 64 (in session 10's
-// windows; session 11's are faster still). With one slice (70B q/o: 30.8
+// the best 128-row plan (H100, `pdl_probe pairs`; docs/kernels.md): 8B
+// q/o 6-23% faster at every token count; 8B down 3% faster at 1 token,
+// 1.5% slower at 16, even at 32, 2% faster at 64 (in windows of 6-8
+// chunks; gemvPairWindow's are faster still). With one slice (70B q/o: 30.8
 // against 30.3 µs at 16 tokens; 8B gate/up: 224 CTAs in two waves, 36.2
 // against 29.1 at 64) and with more slices summed by tickets (70B k/v:
 // even) they were no faster; 4-chunk stages ran even with 2-chunk ones at
@@ -1200,7 +1199,7 @@ func gemvPairRows(p gemvPlan, n int, lim gemvLimits) bool {
 // gemvCoopMinTokens is the fewest tokens for which planGemv weighs the
 // cooperative split-K sum: with fewer it measured slower than the ticket
 // sum on an H100 (8B k_v at 32 tokens 9.7 against 9.2 µs, at 16 tokens and
-// below 0.4-0.7 µs slower; kernels/notes.md, session 6), and below 4 its
+// below 0.4-0.7 µs slower; docs/kernels.md), and below 4 its
 // order of additions would differ from the ticket sum's.
 const gemvCoopMinTokens = 33
 

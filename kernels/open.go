@@ -9,7 +9,7 @@ const openNoteAfter = 2 * time.Second
 // device is not open after 2 s, with a line that says why a command is
 // waiting: on the first run on a machine the driver compiles the embedded
 // PTX for its GPU, about 20 s on an H100 (a one-row `sfsurgery bench`
-// took 22.4 s with an empty cache and 1.3 s with it, session 15); later
+// took 22.4 s with an empty cache and 1.3 s with it); later
 // runs read the driver's cache (~/.nv/ComputeCache) in about 0.1 s. note
 // has returned by the time OpenNotify does.
 func OpenNotify(ordinal int, note func(msg string)) (*Device, error) {

@@ -8,7 +8,7 @@ import (
 )
 
 // This file is a small test-only implementation of PyTorch's CUTLASS 2:4
-// layout (shared/docs/formats.md §1), written from the spec, to generate
+// layout (docs/formats.md §1), written from the spec, to generate
 // inputs for the GPU tests. Package prune24 holds the production code.
 
 // nonzero reports whether 16-bit bits are not ±0 (IEEE compare: -0.0 is

@@ -4,7 +4,7 @@
 //
 // Thread i decodes logical meta word M[r][j] (16 dense columns, 4 groups):
 // it finds that int16 in the stored layout with the closed form of
-// shared/docs/formats.md §1.5, reads the 4 packed pairs and writes 32 bytes.
+// docs/formats.md §1.5, reads the 4 packed pairs and writes 32 bytes.
 // Requirements (checked by the Go caller): N % 32 == 0, K % 64 == 0.
 #pragma once
 

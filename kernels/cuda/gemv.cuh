@@ -52,7 +52,7 @@
 // 8t .. 8t+7 at the four 16-byte units of the k-tile's activations (X in
 // its natural [token][k] layout), which hands it b0..b3 = words
 // tig + {0, 4, 8, 12}. The meta needs no rearranging: the stored u32 of
-// lane L for k-tile p and the warp's row block (shared/docs/formats.md
+// lane L for k-tile p and the warp's row block (docs/formats.md
 // §1.5, §2) is mma.sp's metadata operand, with selector 0 for rows 0-15
 // and 1 for rows 16-31 of the block.
 //

@@ -4,7 +4,7 @@
 // On 1024 rows, two slices of one-block CTAs make 64 CTAs, and summed as
 // a pair (finish_pair in gemv_wg.cuh) they need no split-K tail through
 // L2, which costs 70B k/v (1024 × 8192) about 1.5 µs a call in its
-// planner's 128 CTAs of 16 slices (kernels/notes.md, sessions 11-14).
+// planner's 128 CTAs of 16 slices on an H100 (docs/kernels.md).
 // Neither form streams such CTAs well: the mma.sp kernel's warps each
 // queue their own copies (8.3 µs at one token against the planner's 7.6),
 // and the warpgroup form's wgmma multiplies 64 rows where the CTA has 32
@@ -29,8 +29,8 @@
 //
 // The products and sums are those of gemv.cuh's kernel with 4 warps of
 // one row block (kw = 4), bit for bit, for the same slices and stages
-// (TestGPUDecodeHybrid). Measured in `pdl_probe hy` (H100, µs; kernels/
-// notes.md, session 14): 70B k/v as a pair, 7.0-7.3 at one token against
+// (TestGPUDecodeHybrid). Measured in `pdl_probe hy` (H100, µs;
+// docs/kernels.md): 70B k/v as a pair, 7.0-7.3 at one token against
 // the planner's 8.0, 7.4 / 7.5 at 2 / 4 against 8.1, 7.9-8.2 at 8 against
 // 8.3, but 9.0-9.2 at 16 against 8.3; 8B k/v at one token 5.0 against 6.1.
 // The activations, queued behind the weights' stream, bound it as the

@@ -38,8 +38,8 @@
 // 128-byte row (its 64 activations) whose 16-byte unit u is stored at
 // u ^ (t % 8); 8-token groups are 1024 bytes apart; chunk c of a window
 // starts at c·8·NT·128 bytes; a buffer is 1024-byte aligned. (Plain core
-// matrices, without the swizzle, measured up to 45% slower: kernels/notes.md,
-// variant 8.) Tokens past M and chunks past the slice are zero-filled, as
+// matrices, without the swizzle, measured up to 45% slower on an H100:
+// docs/kernels.md.) Tokens past M and chunks past the slice are zero-filled, as
 // are the packed values of chunks past the slice (the producer's copies):
 // wgmma multiplies them (a branch around a wgmma makes ptxas serialize
 // them all), and zeros times zeros add nothing. A warp past N multiplies
@@ -62,7 +62,7 @@
 // as a pair instead (finish_pair, kernel_wg's PAIR): each two CTAs of a
 // row group are one cluster and the second pushes its sums into the
 // first's shared memory, with no trip through L2 at all (the ticket sum
-// cost 1.3-1.8 µs a call: kernels/notes.md, session 9).
+// cost 1.3-1.8 µs a call on an H100: docs/kernels.md).
 //
 // CTAs of 64 rows (kernel_wg's RB = 2) hold two row blocks instead of
 // four: the two warps of a block share its ring and each multiplies one
@@ -92,7 +92,7 @@
 // finished and its writes are visible. The producer's weight copies run
 // ahead of WAIT (the weights are read-only); X, Y, the workspace and the
 // counters are touched only after it. The product builds both to nothing
-// (kernels/notes.md, session 8): PDL gained 1.1-2.2 µs a run only behind
+// (docs/kernels.md): PDL gained 1.1-2.2 µs a run only behind
 // another long-tailed product that triggers it, nothing behind a short
 // kernel (a norm) even one that triggers at once, and cuBLASLt's kernels,
 // the baseline, do not take part in it.
@@ -228,8 +228,7 @@ __device__ __forceinline__ uint32_t wg_xbytes(int xcap) {
 // to chunk, one chunk a trip. (The window switch is on the consumers'
 // critical path: this form of the loop took 64 tokens 2-8% faster than
 // one that worked out every copy's addresses from its index, and rolled
-// it is up to 1.5% faster at 32 tokens than unrolled; kernels/notes.md,
-// session 8.)
+// it is up to 1.5% faster at 32 tokens than unrolled; docs/kernels.md.)
 template <int NT>
 __device__ __forceinline__ void stage_x_wg(uint32_t xb, const uint16_t* __restrict__ X, int K, int c0, int w, int xw,
                                            int xcap, int nc, int rows, int tid) {
@@ -408,7 +407,7 @@ __device__ __forceinline__ void finish_pair(float* __restrict__ Y, float (&acc)[
 // twice as many CTAs cover the same slices). PAIR: the pair sum (two
 // slices, clusters of (1, 2, 1): finish_pair), a template parameter so that
 // the other kernels carry none of its code (with it as a runtime argument
-// they ran 1-2% slower: kernels/notes.md, session 10); else mode 0 is the
+// they ran 1-2% slower: docs/kernels.md); else mode 0 is the
 // last slice's sum, 1 the cooperative sum.
 template <typename T, int NT, int SC, int RB = kWgWarps, bool PAIR = false>
 __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t* __restrict__ X,
@@ -515,7 +514,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   Lane<NT> ln;  // A rows and meta as in gemv.cuh; B needs no lane addresses
   lane_a<SC>(ln, lane);
   // Half 1 multiplies with selector 0: lane L reads the meta word of lane
-  // L ^ 2, which selector 1 would have read (shared/docs/formats.md §2).
+  // L ^ 2, which selector 1 would have read (docs/formats.md §2).
   if (half) ln.meta = 4 * (lane ^ 2);
   float acc[NT][2][4];
   zero_acc(acc);

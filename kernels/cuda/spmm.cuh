@@ -8,7 +8,7 @@
 // row block b (32 rows) and k-tile p (32 dense columns) the 32 words
 // U[p·N + 32b + lane]: lane reads one word and uses it with selector 0 for
 // rows 32b..32b+15 and selector 1 for rows 32b+16..32b+31
-// (shared/docs/formats.md §1.5 and §2).
+// (docs/formats.md §1.5 and §2).
 //
 // CTA tile: 64 tokens × 64 weight rows, K in steps of 64, 3-stage cp.async
 // pipeline, 4 warps. Warp w owns weight row block (w & 1) and tokens
