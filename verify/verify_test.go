@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/format"
+	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/verify"
 )
 
@@ -167,12 +169,17 @@ func TestUnknownDevice(t *testing.T) {
 	if _, err := verify.Run(context.Background(), ck, verify.Options{Device: "tpu"}); err == nil {
 		t.Error("unknown device accepted")
 	}
-	// auto falls back to the CPU here and says why.
-	rep, err := verify.Run(context.Background(), ck, verify.Options{Device: "auto"})
-	if err != nil {
-		t.Skipf("auto ran on a GPU: %v", err)
+	// No machine has GPU 1<<20: cuda fails with an error that says the GPU
+	// is unavailable, and auto falls back to the CPU and says why.
+	const noGPU = 1 << 20
+	if _, err := verify.Run(context.Background(), ck, verify.Options{Device: "cuda", GPU: noGPU}); !errors.Is(err, kernels.ErrUnavailable) {
+		t.Errorf("cuda on GPU %d: err = %v, want kernels.ErrUnavailable", noGPU, err)
 	}
-	if !strings.HasPrefix(rep.Device, "cpu") && !strings.HasPrefix(rep.Device, "cuda") {
-		t.Errorf("device = %q", rep.Device)
+	rep, err := verify.Run(context.Background(), ck, verify.Options{Device: "auto", GPU: noGPU})
+	if err != nil {
+		t.Fatalf("auto on GPU %d: %v", noGPU, err)
+	}
+	if !strings.HasPrefix(rep.Device, "cpu") || !strings.Contains(rep.Device, "GPU unavailable") {
+		t.Errorf("auto on GPU %d: device = %q, want the CPU and why", noGPU, rep.Device)
 	}
 }
