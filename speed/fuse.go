@@ -1,6 +1,10 @@
 package speed
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/sfsurgery/sfsurgery/llama"
+)
 
 // Fusion says whether shapes are the matrices a checkpoint stores or the
 // ones a serving engine multiplies.
@@ -18,17 +22,6 @@ const (
 	Fused
 )
 
-// fuseGroup is a set of projections an engine stacks into one matrix.
-type fuseGroup struct {
-	name string   // the stacked matrix's op name, as vLLM names the module
-	ops  []string // the projections, in the order their rows are stacked
-}
-
-// fuseGroups returns the stacks of Fused: qkv and gate_up.
-func fuseGroups() []fuseGroup {
-	return []fuseGroup{{"qkv", []string{"q", "k", "v"}}, {"gate_up", []string{"gate", "up"}}}
-}
-
 // projection is one target weight before shapes are merged: the model
 // and module it belongs to (the module is the unit of fusion: a layer's
 // attention or MLP), its op and its shape.
@@ -42,22 +35,22 @@ type projection struct {
 // ".<op>_proj.weight" tail ("model.layers.3.self_attn"), or the name
 // itself for weights that are no LLaMA projection.
 func moduleOf(name string) string {
-	if loc := projRE.FindStringIndex(name); loc != nil {
-		return name[:loc[0]]
+	if module, _, ok := llama.SplitProjection(name); ok {
+		return module
 	}
 	return name
 }
 
-// fuse returns ps with each complete fuse group of a module (every op of
-// the group present once, all with one K) replaced by one projection
-// named for the group, at the place of the group's first op. ps is not
-// modified.
+// fuse returns ps with each complete stack of a module (llama.Stacks:
+// every op of the stack present once, all with one K) replaced by one
+// projection named for the stack, at the place of the stack's first op.
+// ps is not modified.
 func fuse(ps []projection) []projection {
 	out := slices.Clone(ps)
-	for _, g := range fuseGroups() {
+	for _, g := range llama.Stacks() {
 		var modules []string
 		for _, p := range out {
-			if p.op == g.ops[0] && !slices.Contains(modules, p.module) {
+			if p.op == g.Parts[0] && !slices.Contains(modules, p.module) {
 				modules = append(modules, p.module)
 			}
 		}
@@ -68,11 +61,11 @@ func fuse(ps []projection) []projection {
 	return out
 }
 
-// fuseModule fuses group g within module mod of ps, if it is complete
+// fuseModule fuses stack g within module mod of ps, if it is complete
 // there.
-func fuseModule(ps []projection, mod string, g fuseGroup) []projection {
-	at := make([]int, len(g.ops))
-	for i, op := range g.ops {
+func fuseModule(ps []projection, mod string, g llama.Stack) []projection {
+	at := make([]int, len(g.Parts))
+	for i, op := range g.Parts {
 		at[i] = -1
 		for j, p := range ps {
 			if p.module != mod || p.op != op {
@@ -87,7 +80,7 @@ func fuseModule(ps []projection, mod string, g fuseGroup) []projection {
 			return ps
 		}
 	}
-	stacked := projection{model: ps[at[0]].model, module: mod, op: g.name, k: ps[at[0]].k}
+	stacked := projection{model: ps[at[0]].model, module: mod, op: g.Op, k: ps[at[0]].k}
 	for _, j := range at {
 		stacked.n += ps[j].n
 	}

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/llama"
 )
 
 func TestFuse(t *testing.T) {
@@ -70,13 +72,13 @@ func TestFuseProperties(t *testing.T) {
 		if elems(out) != elems(in) {
 			t.Fatalf("trial %d: %v → %v: %d elements, want %d", trial, in, out, elems(out), elems(in))
 		}
-		for _, g := range fuseGroups() {
+		for _, g := range llama.Stacks() {
 			for _, mod := range []string{"a", "b", "c"} {
 				// The group of mod fuses iff each of its ops is there
 				// once, all with one K.
 				fusable := true
 				var k0 int
-				for i, op := range g.ops {
+				for i, op := range g.Parts {
 					var ks []int
 					for _, p := range in {
 						if p.module == mod && p.op == op {
@@ -88,9 +90,9 @@ func TestFuseProperties(t *testing.T) {
 					}
 					fusable = fusable && len(ks) == 1 && ks[0] == k0
 				}
-				fused := slices.ContainsFunc(out, func(p projection) bool { return p.module == mod && p.op == g.name })
+				fused := slices.ContainsFunc(out, func(p projection) bool { return p.module == mod && p.op == g.Op })
 				if fused != fusable {
-					t.Fatalf("trial %d: %s of module %s fused %v, want %v: %v → %v", trial, g.name, mod, fused, fusable, in, out)
+					t.Fatalf("trial %d: %s of module %s fused %v, want %v: %v → %v", trial, g.Op, mod, fused, fusable, in, out)
 				}
 			}
 		}

@@ -10,8 +10,7 @@ import (
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/format"
-	"github.com/sfsurgery/sfsurgery/surgery"
-	"github.com/sfsurgery/sfsurgery/synth"
+	"github.com/sfsurgery/sfsurgery/llama"
 )
 
 // ErrShape is wrapped by errors about shapes: a malformed --shapes item,
@@ -46,17 +45,10 @@ func (s Shape) Label() string {
 	return strings.Join(append(parts, fmt.Sprintf("%dx%d", s.N, s.K)), " ")
 }
 
-// opIndex returns the place of op in the canonical order of LLaMA
-// projections (q, k, v, o, gate, up, down, each stack after its last
-// part), or -1.
-func opIndex(op string) int {
-	return slices.Index([]string{"q", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down"}, op)
-}
-
 // opRank orders op names: LLaMA projections first, in their canonical
-// order, then the others by name.
+// order (llama.OpIndex), then the others by name.
 func opRank(a, b string) int {
-	ia, ib := opIndex(a), opIndex(b)
+	ia, ib := llama.OpIndex(a), llama.OpIndex(b)
 	switch {
 	case ia >= 0 && ib >= 0:
 		return ia - ib
@@ -68,20 +60,16 @@ func opRank(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// projRE finds the projection of a LLaMA-family tensor name, or of a
-// checkpoint that stores the stacks of Fused (Phi-3's qkv_proj and
-// gate_up_proj).
-var projRE = regexp.MustCompile(`(?:^|\.)(q|k|v|o|gate|up|down|qkv|gate_up)_proj\.weight$`)
-
 // layerRE finds a layer index, replaced by * in labels of other targets.
 var layerRE = regexp.MustCompile(`\.\d+\.`)
 
 // OpName returns the op label of a weight name: "q" … "down" for the
-// LLaMA projections ("qkv", "gate_up" for stacked ones), else the name
-// with its layer index replaced by "*" and ".weight" dropped.
+// LLaMA projections ("qkv", "gate_up" for stacked ones, as Phi-3 stores
+// them), else the name with its layer index replaced by "*" and ".weight"
+// dropped.
 func OpName(name string) string {
-	if m := projRE.FindStringSubmatch(name); m != nil {
-		return m[1]
+	if _, op, ok := llama.SplitProjection(name); ok {
+		return op
 	}
 	return strings.TrimSuffix(layerRE.ReplaceAllString(name, ".*."), ".weight")
 }
@@ -131,9 +119,13 @@ func (s *shapeSet) shapes() []Shape {
 // stored compressed (a checkpoint written by prune). With Fused, each
 // layer's q, k, v and gate, up count as the stacks an engine multiplies.
 func FromCheckpoint(ck *checkpoint.Checkpoint, model string, f Fusion) ([]Shape, error) {
-	sel, err := surgery.NewSelector(nil, nil, surgery.ScopeAll)
-	if err != nil {
-		return nil, fmt.Errorf("speed: target selector: %w", err)
+	var targets []*regexp.Regexp
+	for _, p := range []string{llama.AttnPattern, llama.MLPPattern} {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("speed: target pattern %q: %w", p, err)
+		}
+		targets = append(targets, re)
 	}
 	type weight struct {
 		name string
@@ -141,7 +133,7 @@ func FromCheckpoint(ck *checkpoint.Checkpoint, model string, f Fusion) ([]Shape,
 	}
 	var ws []weight
 	for _, name := range ck.Names() {
-		if !sel.Match(name) {
+		if !slices.ContainsFunc(targets, func(re *regexp.Regexp) bool { return re.MatchString(name) }) {
 			continue
 		}
 		_, t, _ := ck.Lookup(name)
@@ -177,21 +169,17 @@ func FromCheckpoint(ck *checkpoint.Checkpoint, model string, f Fusion) ([]Shape,
 
 // archProjections returns the projections of one layer of a LLaMA-family
 // architecture, in module mod.
-func archProjections(a synth.Arch, mod string) []projection {
-	h, kv, in := a.Hidden, a.Hidden/a.Heads*a.KVHeads, a.Intermediate
+func archProjections(a llama.Arch, mod string) []projection {
 	var ps []projection
-	for _, p := range []struct {
-		op   string
-		n, k int
-	}{{"q", h, h}, {"k", kv, h}, {"v", kv, h}, {"o", h, h}, {"gate", in, h}, {"up", in, h}, {"down", h, in}} {
-		ps = append(ps, projection{model: a.Name, module: mod, op: p.op, n: p.n, k: p.k})
+	for _, p := range a.Projections() {
+		ps = append(ps, projection{model: a.Name, module: mod, op: p.Op, n: p.N, k: p.K})
 	}
 	return ps
 }
 
 // ArchShapes returns the projection shapes of a LLaMA-family architecture,
 // one of each op per layer (Count is per layer).
-func ArchShapes(a synth.Arch) []Shape {
+func ArchShapes(a llama.Arch) []Shape {
 	set := newShapeSet()
 	for _, p := range archProjections(a, "") {
 		set.add(a.Name, p.op, p.n, p.k, 1)
@@ -212,7 +200,7 @@ func ParseShapes(spec string, f Fusion) ([]Shape, error) {
 		if item == "" {
 			continue
 		}
-		if a, err := synth.ParseArch(item); err == nil {
+		if a, err := llama.ParseArch(item); err == nil {
 			// Each architecture item is one layer of its own.
 			ps = append(ps, archProjections(a, fmt.Sprint("item ", i))...)
 			continue
@@ -224,7 +212,7 @@ func ParseShapes(spec string, f Fusion) ([]Shape, error) {
 		n, k, err := parseDims(dims)
 		if err != nil {
 			return nil, fmt.Errorf("%w: --shapes item %q: %w (want NxK, OPS=NxK or one of %s)", ErrShape, item, err,
-				strings.Join(synth.ArchNames(), ", "))
+				strings.Join(llama.ArchNames(), ", "))
 		}
 		if ops == "" {
 			ps = append(ps, projection{n: n, k: k})

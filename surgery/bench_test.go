@@ -10,6 +10,7 @@ import (
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/format"
+	"github.com/sfsurgery/sfsurgery/llama"
 	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/sfsurgery/sfsurgery/synth"
 )
@@ -34,7 +35,7 @@ func BenchmarkPrune(b *testing.B) {
 		}
 		layers = n
 	}
-	arch, err := synth.ParseArch(shape)
+	arch, err := llama.ParseArch(shape)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/sfsurgery/sfsurgery/llama"
 )
 
 // Scope narrows the default targets to a family of projections.
@@ -16,39 +18,10 @@ const (
 	ScopeMLP  Scope = "mlp"
 )
 
-// The default target patterns: every linear projection of the decoder
-// layers of LLaMA-family models that is stored as one [out][in] matrix
-// per weight, so that the 2:4 rule runs along its last (input)
-// dimension.
-//
-// Attention: q, k, v, o (TinyLlama, Llama 2/3, Mistral, Qwen2, Mixtral,
-// Qwen2-MoE, Qwen3-MoE) and Phi-3's fused qkv.
-//
-// MLP: gate, up, down and Phi-3's fused gate_up; the experts of Mixtral
-// (block_sparse_moe.experts.E.w1, w3 [intermediate][hidden] and w2
-// [hidden][intermediate]) and of Qwen2-MoE and Qwen3-MoE
-// (mlp.experts.E.gate_proj, up_proj, down_proj), and Qwen2-MoE's shared
-// expert (mlp.shared_expert.gate_proj, up_proj, down_proj; DeepSeek's
-// mlp.shared_experts likewise).
-//
-// Embeddings, lm_head, norms and biases never match, nor do the routers
-// (block_sparse_moe.gate, mlp.gate, mlp.shared_expert_gate: a few rows of
-// [experts][hidden] whose pruning would change which experts run), nor
-// experts stacked into one 3-D tensor (experts.gate_up_proj
-// [experts][…][…]), which the writers cannot store.
-const (
-	attnPattern = `^model\.layers\.\d+\.self_attn\.(q|k|v|o|qkv)_proj\.weight$`
-	mlpPattern  = `^model\.layers\.\d+\.(` +
-		`mlp\.(gate|up|down|gate_up)_proj` +
-		`|mlp\.experts\.\d+\.(gate|up|down)_proj` +
-		`|mlp\.shared_experts?\.(gate|up|down)_proj` +
-		`|block_sparse_moe\.experts\.\d+\.w[123]` +
-		`)\.weight$`
-)
-
 // Selector decides which tensors are targets: a tensor is a target when
-// it matches one of Targets (the scope's defaults when Targets is empty)
-// and none of Ignore.
+// it matches one of Targets (the scope's defaults when Targets is empty:
+// llama.AttnPattern and llama.MLPPattern, the projection weights) and
+// none of Ignore.
 type Selector struct {
 	Targets []*regexp.Regexp
 	Ignore  []*regexp.Regexp
@@ -69,11 +42,11 @@ func NewSelector(targets, ignore []string, scope Scope) (*Selector, error) {
 		var outside []string
 		switch scope {
 		case ScopeAll, "":
-			targets = []string{attnPattern, mlpPattern}
+			targets = []string{llama.AttnPattern, llama.MLPPattern}
 		case ScopeAttn:
-			targets, outside = []string{attnPattern}, []string{mlpPattern}
+			targets, outside = []string{llama.AttnPattern}, []string{llama.MLPPattern}
 		case ScopeMLP:
-			targets, outside = []string{mlpPattern}, []string{attnPattern}
+			targets, outside = []string{llama.MLPPattern}, []string{llama.AttnPattern}
 		default:
 			return nil, fmt.Errorf("unknown scope %q (want all, attn or mlp)", scope)
 		}

@@ -11,42 +11,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"sort"
-	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/llama"
 )
-
-// Arch is the shape of a LLaMA-family model.
-type Arch struct {
-	Name         string
-	Hidden       int
-	Intermediate int
-	Heads        int
-	KVHeads      int
-	Layers       int
-	Vocab        int
-}
-
-// Archs returns the known shapes by name: tinyllama (TinyLlama 1.1B),
-// llama3-8b and llama3-70b.
-func Archs() map[string]Arch {
-	return map[string]Arch{
-		"tinyllama":  {Name: "tinyllama", Hidden: 2048, Intermediate: 5632, Heads: 32, KVHeads: 4, Layers: 22, Vocab: 32000},
-		"llama3-8b":  {Name: "llama3-8b", Hidden: 4096, Intermediate: 14336, Heads: 32, KVHeads: 8, Layers: 32, Vocab: 128256},
-		"llama3-70b": {Name: "llama3-70b", Hidden: 8192, Intermediate: 28672, Heads: 64, KVHeads: 8, Layers: 80, Vocab: 128256},
-	}
-}
-
-// ArchNames lists Archs' names, sorted.
-func ArchNames() []string {
-	var n []string
-	for k := range Archs() {
-		n = append(n, k)
-	}
-	sort.Strings(n)
-	return n
-}
 
 // Options control Write.
 type Options struct {
@@ -65,49 +33,26 @@ type Options struct {
 }
 
 // Tensors returns the specs of arch's weights with random contents.
-func Tensors(a Arch, opt Options) ([]checkpoint.TensorSpec, error) {
+func Tensors(a llama.Arch, opt Options) ([]checkpoint.TensorSpec, error) {
 	if opt.DType == "" {
 		opt.DType = checkpoint.BF16
 	}
 	if opt.DType != checkpoint.BF16 && opt.DType != checkpoint.F16 && opt.DType != checkpoint.F32 {
 		return nil, fmt.Errorf("synth: dtype %s is not BF16, F16 or F32", opt.DType)
 	}
-	layers := a.Layers
-	if opt.Layers > 0 {
-		layers = opt.Layers
-	}
-	h, kv := int64(a.Hidden), int64(a.Hidden/a.Heads*a.KVHeads)
-	in := int64(a.Intermediate)
 	var specs []checkpoint.TensorSpec
 	seed := opt.Seed
-	add := func(name string, shape ...int64) {
+	for _, t := range a.Tensors(opt.Layers, !opt.NoEmbeddings) {
 		seed++
-		specs = append(specs, checkpoint.TensorSpec{Name: name, DType: opt.DType, Shape: shape,
-			Src: randomSource{dt: opt.DType, n: product(shape), seed: seed, norm: len(shape) == 1}})
-	}
-	if !opt.NoEmbeddings {
-		add("model.embed_tokens.weight", int64(a.Vocab), h)
-		add("lm_head.weight", int64(a.Vocab), h)
-	}
-	add("model.norm.weight", h)
-	for l := range layers {
-		p := fmt.Sprintf("model.layers.%d.", l)
-		add(p+"input_layernorm.weight", h)
-		add(p+"post_attention_layernorm.weight", h)
-		add(p+"self_attn.q_proj.weight", h, h)
-		add(p+"self_attn.k_proj.weight", kv, h)
-		add(p+"self_attn.v_proj.weight", kv, h)
-		add(p+"self_attn.o_proj.weight", h, h)
-		add(p+"mlp.gate_proj.weight", in, h)
-		add(p+"mlp.up_proj.weight", in, h)
-		add(p+"mlp.down_proj.weight", h, in)
+		specs = append(specs, checkpoint.TensorSpec{Name: t.Name, DType: opt.DType, Shape: t.Shape,
+			Src: randomSource{dt: opt.DType, n: product(t.Shape), seed: seed, norm: len(t.Shape) == 1}})
 	}
 	return specs, nil
 }
 
 // Write writes a synthetic model directory at dir: shards, index and a
 // config.json.
-func Write(ctx context.Context, dir string, a Arch, opt Options) error {
+func Write(ctx context.Context, dir string, a llama.Arch, opt Options) error {
 	specs, err := Tensors(a, opt)
 	if err != nil {
 		return err
@@ -162,7 +107,7 @@ type randomSource struct {
 // WriteTo streams the elements in 1 MiB chunks.
 func (s randomSource) WriteTo(w io.Writer) (int64, error) {
 	rng := rand.New(rand.NewPCG(s.seed, 0x2f4))
-	size := int64(s.dt.Bits() / 8)
+	size := int64(s.dt.Size())
 	buf := make([]byte, 1<<20)
 	var written int64
 	for written < s.n*size {
@@ -228,13 +173,4 @@ func f16bits(v float32) uint16 {
 		h++
 	}
 	return sign | uint16(h)
-}
-
-// ParseArch looks an Arch up by name.
-func ParseArch(name string) (Arch, error) {
-	a, ok := Archs()[strings.ToLower(name)]
-	if !ok {
-		return Arch{}, fmt.Errorf("unknown model shape %q (want one of %s)", name, strings.Join(ArchNames(), ", "))
-	}
-	return a, nil
 }

@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/llama"
 )
 
 func TestArchShapes(t *testing.T) {
-	a, err := ParseArch("llama3-8b")
+	a, err := llama.ParseArch("llama3-8b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +42,13 @@ func TestArchShapes(t *testing.T) {
 	if total < 16.0e9 || total > 16.1e9 {
 		t.Errorf("total %d bytes, want about 16.06e9", total)
 	}
-	if _, err := ParseArch("gpt2"); err == nil {
+	if _, err := llama.ParseArch("gpt2"); err == nil {
 		t.Error("unknown shape accepted")
 	}
 }
 
 func TestWriteSmall(t *testing.T) {
-	a := Arch{Name: "mini", Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, Layers: 2, Vocab: 32}
+	a := llama.Arch{Name: "mini", Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, Layers: 2, Vocab: 32}
 	dir := filepath.Join(t.TempDir(), "m")
 	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16, checkpoint.F32} {
 		if err := Write(context.Background(), dir, a, Options{DType: dt, MaxShardBytes: 40000, Write: checkpoint.WriteOptions{Force: true}}); err != nil {

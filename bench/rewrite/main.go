@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/llama"
 	"github.com/sfsurgery/sfsurgery/synth"
 )
 
@@ -54,7 +55,7 @@ func main() {
 // least size tensor bytes (whole decoder layers of about 88 MB, no
 // embeddings) in 512 MiB shards, as dir.
 func buildSynthetic(dir string, size int64) error {
-	arch, err := synth.ParseArch("tinyllama")
+	arch, err := llama.ParseArch("tinyllama")
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/llama"
 	"github.com/sfsurgery/sfsurgery/synth"
 )
 
@@ -46,7 +47,7 @@ var bigModel = sync.OnceValues(func() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	a, err := synth.ParseArch("tinyllama")
+	a, err := llama.ParseArch("tinyllama")
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/llama"
 	"github.com/sfsurgery/sfsurgery/synth"
 	"github.com/spf13/cobra"
 )
@@ -25,7 +26,7 @@ func newSynthCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := synth.ParseArch(shape)
+			a, err := llama.ParseArch(shape)
 			if err != nil {
 				return err
 			}
@@ -39,7 +40,7 @@ func newSynthCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&shape, "shape", "tinyllama", "model shape: "+strings.Join(synth.ArchNames(), ", "))
+	fl.StringVar(&shape, "shape", "tinyllama", "model shape: "+strings.Join(llama.ArchNames(), ", "))
 	fl.StringVar(&dtype, "dtype", "bf16", "bf16, f16 or f32")
 	fl.StringVarP(&out, "output", "o", "", "output directory")
 	fl.IntVar(&layers, "layers", 0, "decoder layers (default: the model's)")
