@@ -13,14 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/speed"
 	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 )
 
 // benchFlags are the flags of bench.
@@ -392,23 +390,14 @@ func writeFile(ctx context.Context, path string, data []byte) error {
 // step; nothing when quiet.
 type countBar struct {
 	w     io.Writer
-	bar   *progressbar.ProgressBar
+	bar   *progress // nil when w is not a terminal
 	quiet bool
 	start time.Time
 }
 
 // newCountBar returns the progress of total steps on w.
 func newCountBar(w io.Writer, total int, quiet bool) *countBar {
-	c := &countBar{w: w, quiet: quiet, start: time.Now()}
-	if quiet {
-		return c
-	}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		c.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("bench"),
-			progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(),
-			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30))
-	}
-	return c
+	return &countBar{w: w, bar: newBar(w, int64(total), "bench", stepsDone, quiet), quiet: quiet, start: time.Now()}
 }
 
 // step records one more step done.
@@ -416,8 +405,7 @@ func (c *countBar) step(done, total int, what string) {
 	switch {
 	case c.quiet:
 	case c.bar != nil:
-		c.bar.Describe(what)
-		_ = c.bar.Set(done)
+		c.bar.set(int64(done), what)
 	default:
 		fmt.Fprintf(c.w, "bench: [%d/%d %s] %s\n", done, total, time.Since(c.start).Round(time.Second), what)
 	}
@@ -425,15 +413,9 @@ func (c *countBar) step(done, total int, what string) {
 
 // printf prints a line above the bar.
 func (c *countBar) printf(format string, a ...any) {
-	if c.bar != nil {
-		_ = c.bar.Clear()
-	}
+	c.bar.clear()
 	fmt.Fprintf(c.w, format+"\n", a...)
 }
 
 // finish clears the bar.
-func (c *countBar) finish() {
-	if c.bar != nil {
-		_ = c.bar.Finish()
-	}
-}
+func (c *countBar) finish() { c.bar.finish() }
