@@ -150,8 +150,7 @@ func Run(ctx context.Context, dev *kernels.Device, shapes []Shape, opt Options) 
 			s.notef("%s: %v", sh.Label(), err)
 		}
 	}
-	policy := DerivePolicy(shapes, s.rep.Rows, opt.MinSpeedup)
-	s.rep.Estimates = Estimates(shapes, s.rep.Rows, policy, opt.GEMMShare)
+	s.rep.Estimates = Estimates(shapes, s.rep.Rows, s.rep.Policy().Entries, opt.GEMMShare)
 	return s.rep, nil
 }
 

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -129,13 +126,13 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	ms, err := parseMs(f.ms)
+	ms, err := speed.ParseMs(f.ms)
 	if err != nil {
-		return err
+		return fmt.Errorf("--m: %w", err)
 	}
-	dt, err := parseKernelDType(f.dtype)
+	dt, err := speed.ParseDType(f.dtype)
 	if err != nil {
-		return err
+		return fmt.Errorf("--dtype: %w", err)
 	}
 	if f.graphCalls < 1 {
 		return fmt.Errorf("--graph-calls %d: want at least 1", f.graphCalls)
@@ -151,7 +148,7 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 		return err
 	}
 	if f.list {
-		return listShapes(cmd.OutOrStdout(), shapes)
+		return speed.WriteShapes(cmd.OutOrStdout(), shapes)
 	}
 	errw := cmd.ErrOrStderr()
 	dev, err := kernels.OpenNotify(f.gpu, func(msg string) {
@@ -246,7 +243,7 @@ func checkOutputs(f *benchFlags) error {
 // measurements survive (a --json report renders again with --report);
 // the file's error is returned.
 func writeBenchOutputs(cmd *cobra.Command, rep *speed.Report, f *benchFlags) error {
-	ferr := writeBenchFiles(cmd.Context(), rep, f)
+	ferr := speed.Documents{Policy: f.policy, Plot: f.plot, Markdown: f.markdown}.Write(cmd.Context(), rep)
 	var err error
 	if f.asJSON {
 		err = writeJSONTo(cmd.OutOrStdout(), rep)
@@ -257,34 +254,6 @@ func writeBenchOutputs(cmd *cobra.Command, rep *speed.Report, f *benchFlags) err
 		return ferr
 	}
 	return err
-}
-
-// writeBenchFiles writes the policy, plot and Markdown files that f asks
-// for, stopping at the first error.
-func writeBenchFiles(ctx context.Context, rep *speed.Report, f *benchFlags) error {
-	policy := speed.DerivePolicy(rep.Shapes, rep.Rows, rep.Method.MinSpeedup)
-	if f.policy != "" {
-		if err := writeJSONFile(ctx, f.policy, speed.NewPolicy(rep, policy)); err != nil {
-			return err
-		}
-	}
-	if f.plot != "" {
-		if err := speed.WritePlotFile(f.plot, rep); err != nil {
-			return err
-		}
-	}
-	if f.markdown != "" {
-		plotRef := ""
-		if f.plot != "" {
-			plotRef = filepath.Base(f.plot)
-		}
-		var b bytes.Buffer
-		if err := speed.WriteMarkdown(&b, rep, policy, plotRef); err != nil {
-			return fmt.Errorf("%s: %w", f.markdown, err)
-		}
-		return writeFile(ctx, f.markdown, b.Bytes())
-	}
-	return nil
 }
 
 // benchShapes returns the shapes of the checkpoint argument or of
@@ -316,47 +285,6 @@ func modelName(path string) string {
 	return surgery.ModelName(p)
 }
 
-// parseMs reads --m: positive integers, comma-separated.
-func parseMs(s string) ([]int, error) {
-	var out []int
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		m, err := strconv.Atoi(item)
-		if err != nil || m < 1 || m > 1<<20 {
-			return nil, fmt.Errorf("--m %q: %q is not a token count in [1, %d]", s, item, 1<<20)
-		}
-		out = append(out, m)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--m %q names no token count", s)
-	}
-	return out, nil
-}
-
-// parseKernelDType reads --dtype.
-func parseKernelDType(s string) (checkpoint.DType, error) {
-	switch strings.ToLower(s) {
-	case "bf16":
-		return checkpoint.BF16, nil
-	case "f16", "fp16":
-		return checkpoint.F16, nil
-	}
-	return "", fmt.Errorf("--dtype %q: want bf16 or f16", s)
-}
-
-// listShapes prints the shapes bench would measure.
-func listShapes(w io.Writer, shapes []speed.Shape) error {
-	var b strings.Builder
-	for _, s := range shapes {
-		fmt.Fprintf(&b, "%-14s %-12s N=%-6d K=%-6d count=%d\n", s.Model, strings.Join(s.Ops, ","), s.N, s.K, s.Count)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
 // commandLine rebuilds the command as the user could type it again.
 func commandLine(cmd *cobra.Command, args []string) string {
 	parts := []string{cmd.CommandPath()}
@@ -369,21 +297,6 @@ func commandLine(cmd *cobra.Command, args []string) string {
 		parts = append(parts, "--"+fl.Name, fl.Value.String())
 	})
 	return strings.Join(parts, " ")
-}
-
-// writeJSONFile writes v as indented JSON to path, atomically.
-func writeJSONFile(ctx context.Context, path string, v any) error {
-	var b bytes.Buffer
-	if err := writeJSONTo(&b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return writeFile(ctx, path, b.Bytes())
-}
-
-// writeFile writes data as path, replacing an existing file atomically
-// (checkpoint.WriteBytes): path holds its old contents or all of data.
-func writeFile(ctx context.Context, path string, data []byte) error {
-	return checkpoint.WriteBytes(ctx, path, data, &checkpoint.WriteOptions{Force: true})
 }
 
 // countBar is bench's progress: a bar on a terminal, else one line per

@@ -1,0 +1,113 @@
+package speed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+)
+
+// TestParseMs checks the token-count lists bench accepts and refuses.
+func TestParseMs(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{
+		{"1", []int{1}},
+		{"1,16, 64,,4096", []int{1, 16, 64, 4096}},
+		{"1048576", []int{MaxTokens}},
+		{"", nil},
+		{",", nil},
+		{"0", nil},
+		{"-1", nil},
+		{"1,x", nil},
+		{"1048577", nil},
+		{"1.5", nil},
+	} {
+		got, err := ParseMs(tc.in)
+		if tc.want == nil {
+			if !errors.Is(err, ErrParse) {
+				t.Errorf("ParseMs(%q) = %v, %v; want ErrParse", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseMs(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// FuzzParseMs checks that ParseMs never panics and returns only token
+// counts in range, as many as the input has numbers.
+func FuzzParseMs(f *testing.F) {
+	for _, s := range []string{"1,16,64", "", "0", "1,,2", " 7 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ms, err := ParseMs(s)
+		if err != nil {
+			return
+		}
+		if len(ms) == 0 || len(ms) > strings.Count(s, ",")+1 {
+			t.Fatalf("%q: %v", s, ms)
+		}
+		for _, m := range ms {
+			if m < 1 || m > MaxTokens {
+				t.Fatalf("%q: token count %d out of range", s, m)
+			}
+		}
+	})
+}
+
+// TestParseDType checks the element types a measurement takes.
+func TestParseDType(t *testing.T) {
+	for in, want := range map[string]checkpoint.DType{"bf16": checkpoint.BF16, "BF16": checkpoint.BF16, "f16": checkpoint.F16, "fp16": checkpoint.F16} {
+		if got, err := ParseDType(in); err != nil || got != want {
+			t.Errorf("ParseDType(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "f32", "int8", "bf"} {
+		if _, err := ParseDType(in); !errors.Is(err, ErrParse) {
+			t.Errorf("ParseDType(%q) = %v, want ErrParse", in, err)
+		}
+	}
+}
+
+// TestReportPolicyOnePlace checks that the policy file and the Markdown
+// document carry the policy Report.Policy derives, and that it is the
+// rows' policy at the report's threshold.
+func TestReportPolicyOnePlace(t *testing.T) {
+	rep := sampleReport()
+	want := NewPolicy(rep, DerivePolicy(rep.Shapes, rep.Rows, rep.Method.MinSpeedup))
+	if got := rep.Policy(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Policy() = %+v, want %+v", got, want)
+	}
+	dir := t.TempDir()
+	d := Documents{Policy: filepath.Join(dir, "p.json"), Markdown: filepath.Join(dir, "r.md")}
+	if err := d.Write(context.Background(), rep); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(d.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Policy
+	if err := json.Unmarshal(b, &got); err != nil || !reflect.DeepEqual(&got, want) {
+		t.Errorf("policy file = %+v (%v), want %+v", got, err, want)
+	}
+	md, err := os.ReadFile(d.Markdown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range want.Entries {
+		if !strings.Contains(string(md), e.Model) {
+			t.Errorf("the Markdown document lacks the policy entry of %s", e.Model)
+		}
+	}
+}
