@@ -73,7 +73,7 @@ directory holding other files, nor the current directory.`,
 }
 
 func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
-	format, err := format.Parse(f.format)
+	outFormat, err := format.Parse(f.format)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 		return err
 	}
 	defer ck.Close()
-	plan, err := surgery.NewPlan(ck, surgery.Options{Format: format, Selector: sel, Strict: f.strict,
+	plan, err := surgery.NewPlan(ck, surgery.Options{Format: outFormat, Selector: sel, Strict: f.strict,
 		SkipUnsupported: f.skipUnsupported, Version: toolVersion()})
 	if err != nil {
 		return err
