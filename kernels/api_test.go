@@ -167,10 +167,10 @@ func TestCheckShapes(t *testing.T) {
 // TestNilAndClosed checks that misuse returns errors instead of panicking.
 func TestNilAndClosed(t *testing.T) {
 	var d *Device
-	if err := d.SparseMatmul(nil, nil, nil, nil, checkpoint.BF16, 1, 32, 64); !errors.Is(err, ErrClosed) {
+	if err := d.SparseMatmul(SparseOperands{Y: nil, X: nil, Packed: nil, Meta: nil, DType: checkpoint.BF16, M: 1, N: 32, K: 64}); !errors.Is(err, ErrClosed) {
 		t.Errorf("nil Device SparseMatmul: %v", err)
 	}
-	if err := d.DenseMatmul(nil, nil, nil, checkpoint.F16, 1, 1, 1); !errors.Is(err, ErrClosed) {
+	if err := d.DenseMatmul(DenseOperands{Y: nil, X: nil, W: nil, DType: checkpoint.F16, M: 1, N: 1, K: 1}); !errors.Is(err, ErrClosed) {
 		t.Errorf("nil Device DenseMatmul: %v", err)
 	}
 	if err := d.DecodeAmpere(nil, nil, nil, checkpoint.BF16, 32, 64); !errors.Is(err, ErrClosed) {
@@ -224,7 +224,7 @@ func TestNilAndClosed(t *testing.T) {
 	if _, err := d.Elapsed(nil); !errors.Is(err, ErrArgument) {
 		t.Errorf("Elapsed(nil): %v", err)
 	}
-	if err := d.SparseMatmul(nil, nil, nil, nil, checkpoint.BF16, 1, 33, 64); !errors.Is(err, ErrArgument) {
+	if err := d.SparseMatmul(SparseOperands{Y: nil, X: nil, Packed: nil, Meta: nil, DType: checkpoint.BF16, M: 1, N: 33, K: 64}); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul n=33: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // Sizes of the decode benchmark.
@@ -150,8 +151,8 @@ func BenchmarkGPUDecode(b *testing.B) {
 		name := fmt.Sprintf("%v/%s/%s_%dx%d", s.dt, s.model, s.proj, s.n, s.k)
 		w := newWeight(b, d, rng, s.dt, s.n, s.k)
 		packs, metas, denses := rotation(b, d, w.dPack), rotation(b, d, w.dMeta), rotation(b, d, w.dDense)
-		x := upload16(b, d, randDense(rng, s.dt, gemvMaxTokens*s.k))
-		y := alloc(b, d, 4*gemvMaxTokens*s.n)
+		x := upload16(b, d, randDense(rng, s.dt, launchplan.MaxTokens*s.k))
+		y := alloc(b, d, 4*launchplan.MaxTokens*s.n)
 		sink := alloc(b, d, s.n*s.k)
 		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
 			sparseBytes := float64(s.n*s.k + s.n*s.k/8 + 2*m*s.k + 4*m*s.n)
@@ -161,25 +162,25 @@ func BenchmarkGPUDecode(b *testing.B) {
 				c    sparseChoice
 			}{
 				{"auto", sparseChoice{}},
-				{"decode-whole", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{window: -1}}},
-				{"general", sparseChoice{kernel: sparseGeneral}},
+				{"decode-whole", sparseChoice{kernel: sparseDecode, decode: launchplan.Options{Window: -1}}},
+				{"general", sparseChoice{kernel: sparseTiled}},
 			}
-			if d.fn.gemvLim.wg {
-				// planGemv's choice without and with the warpgroup form,
+			if d.dec.lim.Warpgroup {
+				// launchplan.Choose's choice without and with the warpgroup form,
 				// beside auto (one of the two).
 				variants = append(variants, []struct {
 					name string
 					c    sparseChoice
 				}{
-					{"mma", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: -1}}},
-					{"wg", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: 1}}},
-					{"wg-tickets", sparseChoice{kernel: sparseGemv, gemv: gemvOptions{wg: 1, coop: -1}}},
+					{"mma", sparseChoice{kernel: sparseDecode, decode: launchplan.Options{Warpgroup: -1}}},
+					{"wg", sparseChoice{kernel: sparseDecode, decode: launchplan.Options{Warpgroup: 1}}},
+					{"wg-tickets", sparseChoice{kernel: sparseDecode, decode: launchplan.Options{Warpgroup: 1, Cooperative: -1}}},
 				}...)
 			}
 			for _, v := range variants {
 				b.Run(fmt.Sprintf("%s/m=%d/%s", name, m, v.name), func(b *testing.B) {
 					per := benchDecode(b, d, busy, func(i int) error {
-						return d.sparse(y, x, packs[i%len(packs)], metas[i%len(metas)], s.dt, m, s.n, s.k, v.c)
+						return d.sparse("SparseMatmul", SparseOperands{Y: y, X: x, Packed: packs[i%len(packs)], Meta: metas[i%len(metas)], DType: s.dt, M: m, N: s.n, K: s.k}, v.c)
 					})
 					b.ReportMetric(100*sparseBytes/per.Seconds()/copyBW, "%copy")
 				})
@@ -193,7 +194,7 @@ func BenchmarkGPUDecode(b *testing.B) {
 			})
 			b.Run(fmt.Sprintf("%s/m=%d/dense", name, m), func(b *testing.B) {
 				per := benchDecode(b, d, busy, func(i int) error {
-					return d.DenseMatmul(y, x, denses[i%len(denses)], s.dt, m, s.n, s.k)
+					return d.DenseMatmul(DenseOperands{Y: y, X: x, W: denses[i%len(denses)], DType: s.dt, M: m, N: s.n, K: s.k})
 				})
 				b.ReportMetric(100*denseBytes/per.Seconds()/copyBW, "%copy")
 			})
@@ -206,7 +207,7 @@ func BenchmarkGPUDecode(b *testing.B) {
 }
 
 // BenchmarkGPUDecodeSweep times the decode kernel's mma.sp form (the one
-// defaultGemvModel describes) over the plans of gemvSweep (and its default
+// defaultModel describes) over the plans of gemvSweep (and its default
 // plan) for the BF16 Llama-3 projections at decode token counts, rotating
 // weight copies, and prints one line per plan as it is timed: shape, m,
 // chunks per stage, warps, slices, GPU µs per product (the best of three
@@ -214,9 +215,9 @@ func BenchmarkGPUDecode(b *testing.B) {
 // Run it with -test.benchtime 1x; kernels/scripts/decode_sweep.awk
 // summarises the log.
 func BenchmarkGPUDecodeSweep(b *testing.B) {
-	benchSweep(b, func(m, n, k int, lim gemvLimits) []gemvOptions {
-		return append([]gemvOptions{{wg: -1}}, gemvSweep(m, n, k, lim)...)
-	}, func(j int, p gemvPlan) string {
+	benchSweep(b, func(m, n, k int, lim launchplan.Limits) []launchplan.Options {
+		return append([]launchplan.Options{{Warpgroup: -1}}, gemvSweep(m, n, k, lim)...)
+	}, func(j int, p launchplan.Plan) string {
 		if j == 0 {
 			return "default"
 		}
@@ -225,22 +226,22 @@ func BenchmarkGPUDecodeSweep(b *testing.B) {
 }
 
 // BenchmarkGPUDecodeSweepWG is BenchmarkGPUDecodeSweep for the warpgroup
-// form (sm_90a devices), over the plans of gemvSweepWG (and planGemv's
+// form (sm_90a devices), over the plans of gemvSweepWG (and launchplan.Choose's
 // choice of that form, "wg-default"); its lines are of kind "wg", or
 // "wg-coop" for a cooperative split-K sum, in the same format (w = 4,
 // kw = 1).
 func BenchmarkGPUDecodeSweepWG(b *testing.B) {
-	benchSweep(b, func(m, n, k int, lim gemvLimits) []gemvOptions {
-		if !lim.wg {
+	benchSweep(b, func(m, n, k int, lim launchplan.Limits) []launchplan.Options {
+		if !lim.Warpgroup {
 			b.Skip("the warpgroup form needs an sm_90a device")
 		}
-		return append([]gemvOptions{{wg: 1}}, gemvSweepWG(m, n, k, lim)...)
-	}, func(j int, p gemvPlan) string {
+		return append([]launchplan.Options{{Warpgroup: 1}}, gemvSweepWG(m, n, k, lim)...)
+	}, func(j int, p launchplan.Plan) string {
 		kind := "wg"
 		if j == 0 {
 			kind = "wg-default"
 		}
-		if p.coop {
+		if p.Cooperative {
 			kind += "-coop"
 		}
 		return kind
@@ -258,7 +259,7 @@ func sweepShapes() []modelShape {
 // them), for each BF16 Llama-3 projection (sweepShapes) and decode token
 // count, the plans of plans(m, n, k) and prints a line for each as it is
 // timed, of kind kind(j, plan) for the j-th.
-func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOptions, kind func(j int, p gemvPlan) string) {
+func benchSweep(b *testing.B, plans func(m, n, k int, lim launchplan.Limits) []launchplan.Options, kind func(j int, p launchplan.Plan) string) {
 	const batches = 3
 	// SFSURGERY_SWEEP_GRAPHS=1 times each batch as one CUDA-graph replay.
 	graphs := os.Getenv("SFSURGERY_SWEEP_GRAPHS") != ""
@@ -270,19 +271,19 @@ func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOpti
 		name := fmt.Sprintf("%s/%s_%dx%d", s.model, s.proj, s.n, s.k)
 		w := newWeight(b, d, rng, checkpoint.BF16, s.n, s.k)
 		packs, metas := rotation(b, d, w.dPack), rotation(b, d, w.dMeta)
-		x := upload16(b, d, randDense(rng, checkpoint.BF16, gemvMaxTokens*s.k))
-		y := alloc(b, d, 4*gemvMaxTokens*s.n)
+		x := upload16(b, d, randDense(rng, checkpoint.BF16, launchplan.MaxTokens*s.k))
+		y := alloc(b, d, 4*launchplan.MaxTokens*s.n)
 		for _, m := range []int{1, 2, 4, 8, 16, 32, 64} {
-			for j, o := range plans(m, s.n, s.k, d.fn.gemvLim) {
-				c := sparseChoice{kernel: sparseGemv, gemv: o}
-				p, err := planGemv(m, s.n, s.k, d.fn.gemvLim, o)
+			for j, o := range plans(m, s.n, s.k, d.dec.lim) {
+				c := sparseChoice{kernel: sparseDecode, decode: o}
+				p, err := launchplan.Choose(m, s.n, s.k, d.dec.lim, o)
 				if err != nil {
 					b.Fatal(err)
 				}
 				i := 0
 				product := func() error {
 					i++
-					return d.sparse(y, x, packs[i%len(packs)], metas[i%len(metas)], checkpoint.BF16, m, s.n, s.k, c)
+					return d.sparse("SparseMatmul", SparseOperands{Y: y, X: x, Packed: packs[i%len(packs)], Meta: metas[i%len(metas)], DType: checkpoint.BF16, M: m, N: s.n, K: s.k}, c)
 				}
 				if err := product(); err != nil { // plans it and grows the workspace
 					b.Fatal(err)
@@ -317,7 +318,7 @@ func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOpti
 				// One line as soon as it is measured: a sweep cut short keeps
 				// what it timed.
 				fmt.Printf("%s %s m=%d sc=%d w=%d kw=%d s=%d cps=%d xw=%d us=%.2f\n", kind(j, p), name,
-					m, p.sc, p.warps, p.kw, p.splits, p.cps, p.xw, float64(best.Nanoseconds())/1e3)
+					m, p.ChunksPerStage, p.Warps, p.WarpsPerRowBlock, p.Slices, p.ChunksPerSlice, p.WindowChunks, float64(best.Nanoseconds())/1e3)
 				plansTimed++
 			}
 		}
@@ -335,28 +336,28 @@ func benchSweep(b *testing.B, plans func(m, n, k int, lim gemvLimits) []gemvOpti
 // slices in steps of a quarter to a half, activations staged whole and in
 // windows, each distinct plan once, none whose partial sums (written and
 // read) would move more bytes than the weight.
-func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
+func gemvSweep(m, n, k int, lim launchplan.Limits) []launchplan.Options {
 	type shape struct{ sc, warps, kw, splits, xw int }
 	seen := map[shape]bool{}
-	var out []gemvOptions
+	var out []launchplan.Options
 	for _, sc := range []int{2, 4} {
-		for w := 2; w <= gemvMaxWarps; w++ {
+		for w := 2; w <= 8; w++ {
 			for kw := 1; kw <= w; kw *= 2 {
 				if w%kw != 0 {
 					continue
 				}
 				for s := 1; s <= 64; s++ {
-					if !gemvSweptSlices(s) {
+					if !launchplan.SweptSlices(s) {
 						continue
 					}
 					for _, win := range []int{-1, 1} {
-						o := gemvOptions{sc: sc, warps: w, kw: kw, splits: s, window: win, wg: -1}
-						p, err := planGemv(m, n, k, lim, o)
-						key := shape{sc, w, kw, p.splits, p.xw}
+						o := launchplan.Options{ChunksPerStage: sc, Warps: w, WarpsPerRowBlock: kw, Slices: s, Window: win, Warpgroup: -1}
+						p, err := launchplan.Choose(m, n, k, lim, o)
+						key := shape{sc, w, kw, p.Slices, p.WindowChunks}
 						if err != nil || seen[key] {
 							continue
 						}
-						if p.splits > 1 && 8*p.splits*m*n > n*k*9/8 {
+						if p.Slices > 1 && 8*p.Slices*m*n > n*k*9/8 {
 							continue
 						}
 						seen[key] = true
@@ -372,30 +373,30 @@ func gemvSweep(m, n, k int, lim gemvLimits) []gemvOptions {
 // gemvSweepWG returns the warpgroup-form plans BenchmarkGPUDecodeSweepWG
 // times for m tokens and an n × k weight: 2- and 4-chunk stages, the
 // slice counts of gemvSweep, activations staged whole and in windows, and
-// where planGemv allows it the cooperative split-K sum beside the ticket
+// where launchplan.Choose allows it the cooperative split-K sum beside the ticket
 // sum; each distinct plan once, none whose partial sums would move more
 // bytes than the weight.
-func gemvSweepWG(m, n, k int, lim gemvLimits) []gemvOptions {
+func gemvSweepWG(m, n, k int, lim launchplan.Limits) []launchplan.Options {
 	type shape struct {
 		sc, splits, xw int
 		coop           bool
 	}
 	seen := map[shape]bool{}
-	var out []gemvOptions
+	var out []launchplan.Options
 	for _, sc := range []int{2, 4} {
 		for s := 1; s <= 64; s++ {
-			if !gemvSweptSlices(s) {
+			if !launchplan.SweptSlices(s) {
 				continue
 			}
 			for _, win := range []int{-1, 1} {
 				for _, coop := range []int{-1, 1} {
-					o := gemvOptions{sc: sc, warps: gemvWgWarps, kw: 1, splits: s, window: win, wg: 1, coop: coop}
-					p, err := planGemv(m, n, k, lim, o)
+					o := launchplan.Options{ChunksPerStage: sc, Warps: 4, WarpsPerRowBlock: 1, Slices: s, Window: win, Warpgroup: 1, Cooperative: coop}
+					p, err := launchplan.Choose(m, n, k, lim, o)
 					if err != nil {
 						continue
 					}
-					key := shape{sc, p.splits, p.xw, p.coop}
-					if seen[key] || p.splits > 1 && 8*p.splits*m*n > n*k*9/8 {
+					key := shape{sc, p.Slices, p.WindowChunks, p.Cooperative}
+					if seen[key] || p.Slices > 1 && 8*p.Slices*m*n > n*k*9/8 {
 						continue
 					}
 					seen[key] = true

@@ -26,9 +26,15 @@ func BenchmarkGPUMatmul(b *testing.B) {
 				name string
 				run  func() error
 			}{
-				{"sparse", func() error { return d.SparseMatmul(y, x, w.dPack, w.dMeta, checkpoint.BF16, m, s.n, s.k) }},
-				{"dense", func() error { return d.DenseMatmul(y, x, w.dDense, checkpoint.BF16, m, s.n, s.k) }},
-				{"own", func() error { return d.denseOwn(y, x, w.dDense, checkpoint.BF16, m, s.n, s.k) }},
+				{"sparse", func() error {
+					return d.SparseMatmul(SparseOperands{Y: y, X: x, Packed: w.dPack, Meta: w.dMeta, DType: checkpoint.BF16, M: m, N: s.n, K: s.k})
+				}},
+				{"dense", func() error {
+					return d.DenseMatmul(DenseOperands{Y: y, X: x, W: w.dDense, DType: checkpoint.BF16, M: m, N: s.n, K: s.k})
+				}},
+				{"own", func() error {
+					return d.dense("DenseMatmul", DenseOperands{Y: y, X: x, W: w.dDense, DType: checkpoint.BF16, M: m, N: s.n, K: s.k}, true)
+				}},
 			} {
 				b.Run(fmt.Sprintf("%s/%s_%dx%d/m=%d", v.name, s.proj, s.n, s.k, m), func(b *testing.B) {
 					if err := v.run(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // DenseCandidates returns how many algorithms cuBLASLt's heuristic offers
@@ -35,9 +36,9 @@ func (d *Device) DenseCandidates(dt checkpoint.DType, m, n, k int) (int, error) 
 // algorithm that the heuristic ranked i-th (0 ≤ i < DenseCandidates). It
 // fails when DenseMatmul does not use cuBLASLt. The launch is
 // asynchronous.
-func (d *Device) DenseMatmulCandidate(y, x, w *Buffer, dt checkpoint.DType, m, n, k, i int) error {
+func (d *Device) DenseMatmulCandidate(ops DenseOperands, i int) error {
 	const op = "DenseMatmulCandidate"
-	operands, err := d.denseArgs(op, y, x, w, dt, m, n, k)
+	operands, err := d.denseArgs(op, ops)
 	if err != nil {
 		return err
 	}
@@ -48,14 +49,14 @@ func (d *Device) DenseMatmulCandidate(y, x, w *Buffer, dt checkpoint.DType, m, n
 		if d.lt == nil {
 			return argError("%s: no cuBLASLt (%s)", op, d.backend)
 		}
-		count, err := d.lt.Algorithms(ltShape(dt, m, n, k))
+		count, err := d.lt.Algorithms(ltShape(ops.DType, ops.M, ops.N, ops.K))
 		if err != nil {
 			return err
 		}
 		if i < 0 || i >= count {
 			return argError("DenseMatmulCandidate: candidate %d of %d", i, count)
 		}
-		return d.ltMatmul(y, x, w, dt, m, n, k, i)
+		return d.ltMatmul(ops, i)
 	})
 }
 
@@ -99,13 +100,13 @@ func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, e
 	if err := checkSparse(op, n, k); err != nil {
 		return nil, err
 	}
-	if m > gemvMaxTokens {
+	if m > launchplan.MaxTokens {
 		return []string{"tiled"}, nil
 	}
-	var ps []gemvPlan
+	var ps []launchplan.Plan
 	err := d.do(func() error {
 		var err error
-		ps, err = gemvCandidates(m, n, k, d.fn.gemvLim, gemvOptions{}, gemvMaxCandidates)
+		ps, err = launchplan.Candidates(m, n, k, d.dec.lim, launchplan.Options{}, launchplan.MaxCandidates)
 		return err
 	})
 	if err != nil {
@@ -122,10 +123,10 @@ func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, e
 // SparseCandidates lists i-th. Every plan computes the same product; with
 // the same plan the result is the same bits every run. The launch is
 // asynchronous.
-func (d *Device) SparseMatmulCandidate(y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k, i int) error {
+func (d *Device) SparseMatmulCandidate(ops SparseOperands, i int) error {
 	const op = "SparseMatmulCandidate"
-	if i < 0 || i > 0 && (m > gemvMaxTokens || i >= gemvMaxCandidates) {
-		return argError("%s: no candidate %d for m = %d", op, i, m)
+	if i < 0 || i > 0 && (ops.M > launchplan.MaxTokens || i >= launchplan.MaxCandidates) {
+		return argError("%s: no candidate %d for m = %d", op, i, ops.M)
 	}
-	return d.sparseOp(op, y, x, packed, meta, dt, m, n, k, sparseChoice{cand: i})
+	return d.sparse(op, ops, sparseChoice{cand: i})
 }

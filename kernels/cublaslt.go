@@ -51,8 +51,8 @@ func ltShape(dt checkpoint.DType, m, n, k int) cublaslt.Shape {
 	return cublaslt.Shape{Type: dataType(dt), M: m, N: n, K: k}
 }
 
-// ltMatmul queues y = x · wᵀ through cuBLASLt with its algorithm algo.
-// It runs with the context current and the mutex held.
-func (d *Device) ltMatmul(y, x, w *Buffer, dt checkpoint.DType, m, n, k, algo int) error {
-	return d.lt.Matmul(y.ptr, x.ptr, w.ptr, ltShape(dt, m, n, k), algo, d.stream)
+// ltMatmul queues the product of ops through cuBLASLt with its algorithm
+// algo. It runs with the context current and the mutex held.
+func (d *Device) ltMatmul(ops DenseOperands, algo int) error {
+	return d.lt.Matmul(ops.Y.ptr, ops.X.ptr, ops.W.ptr, ltShape(ops.DType, ops.M, ops.N, ops.K), algo, d.stream)
 }

@@ -74,7 +74,7 @@ func TestGPUSparseLt(t *testing.T) {
 			if err := p.Matmul(y, x, cw); err != nil {
 				t.Fatal(err)
 			}
-			if err := d.DenseMatmul(ref, x, w.dDense, dt, rows, n, k); err != nil {
+			if err := d.DenseMatmul(DenseOperands{Y: ref, X: x, W: w.dDense, DType: dt, M: rows, N: n, K: k}); err != nil {
 				t.Fatal(err)
 			}
 			want := downloadF32(t, ref, m*n)
@@ -134,19 +134,19 @@ func TestGPUDenseCandidates(t *testing.T) {
 	x := upload16(t, d, randDense(rng, checkpoint.BF16, m*k))
 	ref := poisoned(t, d, m*n)
 	defer freeAll(t, x, ref)
-	if err := d.DenseMatmul(ref, x, w.dDense, checkpoint.BF16, m, n, k); err != nil {
+	if err := d.DenseMatmul(DenseOperands{Y: ref, X: x, W: w.dDense, DType: checkpoint.BF16, M: m, N: n, K: k}); err != nil {
 		t.Fatal(err)
 	}
 	want := downloadF32(t, ref, m*n)
 	for i := range count {
 		y := poisoned(t, d, m*n)
-		if err := d.DenseMatmulCandidate(y, x, w.dDense, checkpoint.BF16, m, n, k, i); err != nil {
+		if err := d.DenseMatmulCandidate(DenseOperands{Y: y, X: x, W: w.dDense, DType: checkpoint.BF16, M: m, N: n, K: k}, i); err != nil {
 			t.Fatal(err)
 		}
 		checkClose(t, "candidate", k, downloadF32(t, y, m*n), want)
 		freeAll(t, y)
 	}
-	if err := d.DenseMatmulCandidate(ref, x, w.dDense, checkpoint.BF16, m, n, k, count); !errors.Is(err, ErrArgument) {
+	if err := d.DenseMatmulCandidate(DenseOperands{Y: ref, X: x, W: w.dDense, DType: checkpoint.BF16, M: m, N: n, K: k}, count); !errors.Is(err, ErrArgument) {
 		t.Errorf("candidate %d of %d: %v", count, count, err)
 	}
 	t.Logf("%d candidates", count)

@@ -25,6 +25,7 @@ type Device struct {
 	mod     cuda.Module
 	mod90a  cuda.Module // the warpgroup form's module (sm_90a), or 0
 	fn      functions
+	dec     decoder // the decode kernels' functions, plans and workspace
 	info    Info
 	lt      *cublaslt.Library // nil when cuBLASLt could not be loaded
 	ltWork  *Buffer           // cuBLASLt's workspace
@@ -203,10 +204,10 @@ func (d *Device) SparseBackend() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	const kernels = "mma.sp kernels (tiled above 64 tokens, decode-size at 64 or fewer)"
-	if d.fn.gemvLim.wg {
+	if d.dec.lim.Warpgroup {
 		return kernels + " and the decode kernel's wgmma.sp warpgroup form (sm_90a)"
 	}
-	return kernels + "; no warpgroup form: " + d.fn.wgNote
+	return kernels + "; no warpgroup form: " + d.dec.note
 }
 
 // Synchronize waits for all work queued on the device and returns the first

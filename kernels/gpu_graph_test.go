@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // TestGPUGraph captures the decode kernel (a split-K plan, whose tickets
@@ -21,13 +22,13 @@ func TestGPUGraph(t *testing.T) {
 	defer w.free(t)
 	x := upload16(t, d, randDense(rng, checkpoint.BF16, m*k))
 	defer freeAll(t, x)
-	split := sparseChoice{kernel: sparseGemv, gemv: gemvOptions{splits: 8, wg: -1}}
-	general := sparseChoice{kernel: sparseGeneral}
+	split := sparseChoice{kernel: sparseDecode, decode: launchplan.Options{Slices: 8, Warpgroup: -1}}
+	general := sparseChoice{kernel: sparseTiled}
 	wantSplit := runSparse(t, d, checkpoint.BF16, w, x, m, split)
 	wantGeneral := runSparse(t, d, checkpoint.BF16, w, x, m, general)
 	ys := [3]*Buffer{poisoned(t, d, m*n), poisoned(t, d, m*n), poisoned(t, d, m*n)}
 	defer freeAll(t, ys[:]...)
-	if err := d.DenseMatmul(ys[2], x, w.dDense, checkpoint.BF16, m, n, k); err != nil {
+	if err := d.DenseMatmul(DenseOperands{Y: ys[2], X: x, W: w.dDense, DType: checkpoint.BF16, M: m, N: n, K: k}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Synchronize(); err != nil {
@@ -41,9 +42,9 @@ func TestGPUGraph(t *testing.T) {
 	}
 	g, err := d.Capture(func() error {
 		return errors.Join(
-			d.sparse(ys[0], x, w.dPack, w.dMeta, checkpoint.BF16, m, n, k, split),
-			d.sparse(ys[1], x, w.dPack, w.dMeta, checkpoint.BF16, m, n, k, general),
-			d.DenseMatmul(ys[2], x, w.dDense, checkpoint.BF16, m, n, k))
+			d.sparse("SparseMatmul", SparseOperands{Y: ys[0], X: x, Packed: w.dPack, Meta: w.dMeta, DType: checkpoint.BF16, M: m, N: n, K: k}, split),
+			d.sparse("SparseMatmul", SparseOperands{Y: ys[1], X: x, Packed: w.dPack, Meta: w.dMeta, DType: checkpoint.BF16, M: m, N: n, K: k}, general),
+			d.DenseMatmul(DenseOperands{Y: ys[2], X: x, W: w.dDense, DType: checkpoint.BF16, M: m, N: n, K: k}))
 	})
 	if err != nil {
 		t.Fatal(err)

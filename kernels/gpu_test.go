@@ -265,23 +265,23 @@ func TestGPUBuffers(t *testing.T) {
 	// Operands are checked before any launch.
 	y := poisoned(t, d, 32)
 	x, p, m := alloc(t, d, 2*64), alloc(t, d, 32*64), alloc(t, d, 32*64/8)
-	if err := d.SparseMatmul(y, x, p, m, checkpoint.BF16, 1, 32, 64); err != nil {
+	if err := d.SparseMatmul(SparseOperands{Y: y, X: x, Packed: p, Meta: m, DType: checkpoint.BF16, M: 1, N: 32, K: 64}); err != nil {
 		t.Errorf("valid SparseMatmul: %v", err)
 	}
-	if err := d.SparseMatmul(y, x, p, m, checkpoint.BF16, 2, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := d.SparseMatmul(SparseOperands{Y: y, X: x, Packed: p, Meta: m, DType: checkpoint.BF16, M: 2, N: 32, K: 64}); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul with short x and y: %v", err)
 	}
-	if err := d.SparseMatmul(x, x, p, m, checkpoint.BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := d.SparseMatmul(SparseOperands{Y: x, X: x, Packed: p, Meta: m, DType: checkpoint.BF16, M: 1, N: 32, K: 64}); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul with y == x: %v", err)
 	}
-	if err := d.SparseMatmul(y, x, p, nil, checkpoint.BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := d.SparseMatmul(SparseOperands{Y: y, X: x, Packed: p, Meta: nil, DType: checkpoint.BF16, M: 1, N: 32, K: 64}); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul with nil meta: %v", err)
 	}
 	if err := d.DecodeAmpere(p, p, m, checkpoint.F16, 32, 64); !errors.Is(err, ErrArgument) {
 		t.Errorf("DecodeAmpere in place: %v", err)
 	}
 	other := openGPU(t)
-	if err := other.DenseMatmul(y, x, p, checkpoint.BF16, 1, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := other.DenseMatmul(DenseOperands{Y: y, X: x, W: p, DType: checkpoint.BF16, M: 1, N: 32, K: 64}); !errors.Is(err, ErrArgument) {
 		t.Errorf("buffers of another Device: %v", err)
 	}
 	if err := d.Synchronize(); err != nil {
@@ -305,13 +305,13 @@ func runAll(t testing.TB, d *Device, dt checkpoint.DType, w *weight, x *Buffer, 
 	n, k := w.n, w.k
 	ys, yd, yo := poisoned(t, d, m*n), poisoned(t, d, m*n), poisoned(t, d, m*n)
 	defer freeAll(t, ys, yd, yo)
-	if err := d.SparseMatmul(ys, x, w.dPack, w.dMeta, dt, m, n, k); err != nil {
+	if err := d.SparseMatmul(SparseOperands{Y: ys, X: x, Packed: w.dPack, Meta: w.dMeta, DType: dt, M: m, N: n, K: k}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DenseMatmul(yd, x, w.dDense, dt, m, n, k); err != nil {
+	if err := d.DenseMatmul(DenseOperands{Y: yd, X: x, W: w.dDense, DType: dt, M: m, N: n, K: k}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.denseOwn(yo, x, w.dDense, dt, m, n, k); err != nil {
+	if err := d.dense("DenseMatmul", DenseOperands{Y: yo, X: x, W: w.dDense, DType: dt, M: m, N: n, K: k}, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Synchronize(); err != nil {
@@ -458,12 +458,12 @@ func TestGPUCorruptMeta(t *testing.T) {
 		dBad := upload16(t, d, bad)
 
 		ys := poisoned(t, d, m*n)
-		if err := d.SparseMatmul(ys, x, w.dPack, dBad, dt, m, n, k); err != nil {
+		if err := d.SparseMatmul(SparseOperands{Y: ys, X: x, Packed: w.dPack, Meta: dBad, DType: dt, M: m, N: n, K: k}); err != nil {
 			t.Fatal(err)
 		}
 		got := downloadF32(t, ys, m*n)
 		yd := poisoned(t, d, m*n)
-		if err := d.DenseMatmul(yd, x, w.dDense, dt, m, n, k); err != nil {
+		if err := d.DenseMatmul(DenseOperands{Y: yd, X: x, W: w.dDense, DType: dt, M: m, N: n, K: k}); err != nil {
 			t.Fatal(err)
 		}
 		want := downloadF32(t, yd, m*n)

@@ -3,50 +3,56 @@ package kernels
 import (
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cuda"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
-// SparseMatmul computes y = x · Wᵀ on the sparse tensor cores, where the
-// weight W [n][k] is given in PyTorch's CUTLASS layout exactly as stored:
-// packed [n][k/2] (dtype dt) and meta (int16, n·k/16 values, reordered).
-// x is [m][k] (dtype dt) and y is float32 [m][n], all row-major.
+// SparseOperands are the operands of a sparse product y = x · Wᵀ, where
+// the weight W [N][K] is given in PyTorch's CUTLASS layout exactly as
+// stored: Packed [N][K/2] of DType and Meta (int16, N·K/16 values,
+// reordered); X is [M][K] of DType and Y float32 [M][N], all row-major.
+// Buffers may be larger than needed.
+type SparseOperands struct {
+	Y, X, Packed, Meta *Buffer
+	DType              checkpoint.DType // BF16 or F16
+	M, N, K            int              // tokens, weight rows, weight columns
+}
+
+// SparseMatmul computes op.Y = op.X · Wᵀ on the sparse tensor cores.
 //
-// It needs n % 32 == 0 and k % 64 == 0 (the guards of the format); m is
-// any positive number. Buffers may be larger than needed. The launch is
-// asynchronous.
+// It needs N % 32 == 0 and K % 64 == 0 (the guards of the format); M is
+// any positive number. The launch is asynchronous.
 //
-// The kernel depends on m. Up to gemvMaxTokens (64) tokens, the decode
-// sizes where the product is bound by the weight bytes, a kernel streams
-// the weight once over every SM; to fill them it may split k, and the
-// last slice of each row block to finish sums the slices' partial sums in
-// a fixed order, so results are bit-for-bit reproducible. Larger m uses
-// the tiled kernel. (At m = 64 on an H100 the decode kernel measured
-// 1.2-2.3× faster than the tiled one on every Llama-3 projection.)
-func (d *Device) SparseMatmul(y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int) error {
-	return d.sparse(y, x, packed, meta, dt, m, n, k, sparseChoice{})
+// The kernel depends on M. Up to launchplan.MaxTokens (64) tokens, the
+// decode sizes where the product is bound by the weight bytes, a kernel
+// streams the weight once over every SM; to fill them it may split K, and
+// the last slice of each row block to finish sums the slices' partial
+// sums in a fixed order, so results are bit-for-bit reproducible. Larger
+// M uses the tiled kernel. (At M = 64 on an H100 the decode kernel
+// measured 1.2-2.3× faster than the tiled one on every Llama-3
+// projection.)
+func (d *Device) SparseMatmul(op SparseOperands) error {
+	return d.sparse("SparseMatmul", op, sparseChoice{})
 }
 
 // Kernels of a sparse product.
 const (
-	sparseAuto    = iota // by m, as SparseMatmul documents
-	sparseGeneral        // the tiled kernel (cuda/spmm.cuh)
-	sparseGemv           // the decode kernel (cuda/gemv.cuh), m ≤ gemvMaxTokens
+	sparseAuto   = iota // by M, as SparseMatmul documents
+	sparseTiled         // the tiled kernel (cuda/spmm.cuh)
+	sparseDecode        // the decode kernels (cuda/gemv.cuh), M ≤ launchplan.MaxTokens
 )
 
 // sparseChoice selects the kernel of a sparse product; the zero value is
 // SparseMatmul's choice. Tests and benchmarks force the others.
 type sparseChoice struct {
-	kernel int         // sparseAuto, sparseGeneral or sparseGemv
-	gemv   gemvOptions // decode-kernel overrides; zero lets planGemv choose
-	cand   int         // the decode kernel's candidate plan (gemvCandidates), 0 planGemv's
+	kernel int                // sparseAuto, sparseTiled or sparseDecode
+	decode launchplan.Options // the decode plan's forced parts; zero lets launchplan.Choose choose
+	cand   int                // the decode kernel's candidate plan (launchplan.Candidate), 0 Choose's
 }
 
-// sparse is SparseMatmul with the kernel chosen by c.
-func (d *Device) sparse(y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int, c sparseChoice) error {
-	return d.sparseOp("SparseMatmul", y, x, packed, meta, dt, m, n, k, c)
-}
-
-// sparseOp is sparse for op (the name its errors carry).
-func (d *Device) sparseOp(op string, y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int, c sparseChoice) error {
+// sparse is SparseMatmul for op (the name its errors carry) with the
+// kernel chosen by c.
+func (d *Device) sparse(op string, ops SparseOperands, c sparseChoice) error {
+	dt, m, n, k := ops.DType, ops.M, ops.N, ops.K
 	if err := checkDims(op, dt, m, n, k); err != nil {
 		return err
 	}
@@ -58,60 +64,67 @@ func (d *Device) sparseOp(op string, y, x, packed, meta *Buffer, dt checkpoint.D
 		return err
 	}
 	return d.do(func() error {
-		if err := d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]},
-			operand{packed, "packed", need[2]}, operand{meta, "meta", need[3]}); err != nil {
+		if err := d.operands(op, operand{ops.Y, "y", need[0]}, operand{ops.X, "x", need[1]},
+			operand{ops.Packed, "packed", need[2]}, operand{ops.Meta, "meta", need[3]}); err != nil {
 			return err
 		}
-		if c.kernel == sparseGemv || c.kernel == sparseAuto && m <= gemvMaxTokens {
-			return d.launchGemv(op, y, x, packed, meta, dt, m, n, k, c.gemv, c.cand)
+		if c.kernel == sparseDecode || c.kernel == sparseAuto && m <= launchplan.MaxTokens {
+			return d.launchDecode(op, ops, c.decode, c.cand)
 		}
-		return d.launchTiled(y, x, packed, meta, dt, m, n, k)
+		return d.launchTiled(ops)
 	})
 }
 
 // launchTiled queues the tiled kernel, as SparseMatmul does above
-// gemvMaxTokens tokens. It runs with the context current and the mutex
-// held.
-func (d *Device) launchTiled(y, x, packed, meta *Buffer, dt checkpoint.DType, m, n, k int) error {
+// launchplan.MaxTokens tokens. It runs with the context current and the
+// mutex held.
+func (d *Device) launchTiled(ops SparseOperands) error {
 	fn := d.fn.spmmBF16
-	if dt == checkpoint.F16 {
+	if ops.DType == checkpoint.F16 {
 		fn = d.fn.spmmF16
 	}
-	grid := cuda.Dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
+	grid := cuda.Dim3{uint32(ceilDiv(ops.M, tile)), uint32(ceilDiv(ops.N, tile)), 1}
 	return d.launch("spmm", fn, grid3(grid, cuda.Dim3{128, 1, 1}, 0),
-		uint64(y.ptr), uint64(x.ptr), uint64(packed.ptr), uint64(meta.ptr), cuda.Int32(m), cuda.Int32(n), cuda.Int32(k))
+		uint64(ops.Y.ptr), uint64(ops.X.ptr), uint64(ops.Packed.ptr), uint64(ops.Meta.ptr),
+		cuda.Int32(ops.M), cuda.Int32(ops.N), cuda.Int32(ops.K))
 }
 
-// DenseMatmul computes y = x · wᵀ with x [m][k] and w [n][k] of dtype dt
-// and y float32 [m][n], all row-major, accumulating in float32. It uses
-// cuBLASLt when it was found at Open, else the package's own kernel;
-// [Device.DenseBackend] says which.
-func (d *Device) DenseMatmul(y, x, w *Buffer, dt checkpoint.DType, m, n, k int) error {
-	return d.dense("DenseMatmul", y, x, w, dt, m, n, k, false)
+// DenseOperands are the operands of a dense product y = x · wᵀ: X
+// [M][K] and W [N][K] of DType, Y float32 [M][N], all row-major. Buffers
+// may be larger than needed.
+type DenseOperands struct {
+	Y, X, W *Buffer
+	DType   checkpoint.DType // BF16 or F16
+	M, N, K int              // tokens, weight rows, weight columns
 }
 
-// denseOwn is DenseMatmul forced onto the package's own kernel.
-func (d *Device) denseOwn(y, x, w *Buffer, dt checkpoint.DType, m, n, k int) error {
-	return d.dense("DenseMatmul", y, x, w, dt, m, n, k, true)
+// DenseMatmul computes op.Y = op.X · op.Wᵀ, accumulating in float32. It
+// uses cuBLASLt when it was found at Open, else the package's own kernel;
+// [Device.DenseBackend] says which. The launch is asynchronous.
+func (d *Device) DenseMatmul(op DenseOperands) error {
+	return d.dense("DenseMatmul", op, false)
 }
 
-// denseArgs checks the dimensions of a dense product y[m][n] = x·wᵀ and
-// returns a check of its operands, to run inside d.do.
-func (d *Device) denseArgs(op string, y, x, w *Buffer, dt checkpoint.DType, m, n, k int) (func() error, error) {
-	if err := checkDims(op, dt, m, n, k); err != nil {
+// denseArgs checks the dimensions of a dense product for op (the name
+// its errors carry) and returns a check of its operands, to run inside
+// d.do.
+func (d *Device) denseArgs(op string, ops DenseOperands) (func() error, error) {
+	if err := checkDims(op, ops.DType, ops.M, ops.N, ops.K); err != nil {
 		return nil, err
 	}
-	need, err := sizes([3]int{m, n, 4}, [3]int{m, k, 2}, [3]int{n, k, 2})
+	need, err := sizes([3]int{ops.M, ops.N, 4}, [3]int{ops.M, ops.K, 2}, [3]int{ops.N, ops.K, 2})
 	if err != nil {
 		return nil, err
 	}
 	return func() error {
-		return d.operands(op, operand{y, "y", need[0]}, operand{x, "x", need[1]}, operand{w, "w", need[2]})
+		return d.operands(op, operand{ops.Y, "y", need[0]}, operand{ops.X, "x", need[1]}, operand{ops.W, "w", need[2]})
 	}, nil
 }
 
-func (d *Device) dense(op string, y, x, w *Buffer, dt checkpoint.DType, m, n, k int, own bool) error {
-	operands, err := d.denseArgs(op, y, x, w, dt, m, n, k)
+// dense is DenseMatmul for op (the name its errors carry), on the
+// package's own kernel where own is set (tests compare the two).
+func (d *Device) dense(op string, ops DenseOperands, own bool) error {
+	operands, err := d.denseArgs(op, ops)
 	if err != nil {
 		return err
 	}
@@ -120,15 +133,15 @@ func (d *Device) dense(op string, y, x, w *Buffer, dt checkpoint.DType, m, n, k 
 			return err
 		}
 		if d.lt != nil && !own {
-			return d.ltMatmul(y, x, w, dt, m, n, k, 0)
+			return d.ltMatmul(ops, 0)
 		}
 		fn := d.fn.denseBF16
-		if dt == checkpoint.F16 {
+		if ops.DType == checkpoint.F16 {
 			fn = d.fn.denseF16
 		}
-		grid := cuda.Dim3{uint32(ceilDiv(m, tile)), uint32(ceilDiv(n, tile)), 1}
+		grid := cuda.Dim3{uint32(ceilDiv(ops.M, tile)), uint32(ceilDiv(ops.N, tile)), 1}
 		return d.launch("dense", fn, grid3(grid, cuda.Dim3{256, 1, 1}, 0),
-			uint64(y.ptr), uint64(x.ptr), uint64(w.ptr), cuda.Int32(m), cuda.Int32(n), cuda.Int32(k))
+			uint64(ops.Y.ptr), uint64(ops.X.ptr), uint64(ops.W.ptr), cuda.Int32(ops.M), cuda.Int32(ops.N), cuda.Int32(ops.K))
 	})
 }
 

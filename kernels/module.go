@@ -45,19 +45,6 @@ type functions struct {
 	spmmBF16, spmmF16   cuda.Function
 	denseBF16, denseF16 cuda.Function
 	decode16            cuda.Function
-	// gemv[dt][i][j] is the decode-size kernel for 8·2^i tokens (i = 0..3)
-	// and 2<<j chunks per pipeline stage, dt 0 for BF16 and 1 for F16;
-	// gemvLim holds the limits it is planned with and gemvPlans the plans
-	// made so far. See loadGemv and launchGemv.
-	gemv      [2][4][gemvStageSizes]cuda.Function
-	gemvLim   gemvLimits
-	gemvPlans map[gemvKey]gemvPlan
-	// gemvWG[f] is gemv's warpgroup form (cuda/gemv_wg.cuh) of family f
-	// (gemvWGFamily: CTAs of 128 or 64 rows, with the pair sum or
-	// without), all zero unless the sm_90a module is loaded; wgNote says
-	// why it is not.
-	gemvWG [gemvWGFamilies][2][4][gemvStageSizes]cuda.Function
-	wgNote string
 }
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\s*\.version\s+(\d+)\.(\d+)\s*$`)
@@ -113,22 +100,22 @@ func (d *Device) loadModule(ptx, ptx90a []byte) error {
 		}
 	}
 	d.loadWarpgroup(ptx90a)
-	return d.loadGemv()
+	return d.loadDecode()
 }
 
 // loadWarpgroup loads the sm_90a module of the decode kernel's warpgroup
 // form where the device can run it. Its absence is not an error (the
-// mma.sp kernel serves every device); wgNote says why.
+// mma.sp kernel serves every device); d.dec.note says why.
 func (d *Device) loadWarpgroup(ptx []byte) {
 	switch {
 	case d.info.Major != 9 || d.info.Minor != 0:
-		d.fn.wgNote = fmt.Sprintf("built for sm_90a, and this GPU is sm_%d%d", d.info.Major, d.info.Minor)
+		d.dec.note = fmt.Sprintf("built for sm_90a, and this GPU is sm_%d%d", d.info.Major, d.info.Minor)
 	case len(ptx) <= 1:
-		d.fn.wgNote = "not in this build (empty sm_90a PTX)"
+		d.dec.note = "not in this build (empty sm_90a PTX)"
 	default:
 		if err := d.jit(&d.mod90a, ptx); err != nil {
 			d.mod90a = 0
-			d.fn.wgNote = "the sm_90a PTX did not load: " + err.Error()
+			d.dec.note = "the sm_90a PTX did not load: " + err.Error()
 		}
 	}
 }

@@ -80,7 +80,9 @@ func measureGEMM(dev *kernels.Device, a *arena, tm *timer, dt checkpoint.DType, 
 	}
 	var best time.Duration
 	for cand := range min(count, candidates) {
-		s, _, err := tm.measure(1, func(int) error { return dev.DenseMatmulCandidate(y, x[0], w[0], dt, g, g, g, cand) })
+		s, _, err := tm.measure(1, func(int) error {
+			return dev.DenseMatmulCandidate(kernels.DenseOperands{Y: y, X: x[0], W: w[0], DType: dt, M: g, N: g, K: g}, cand)
+		})
 		if err != nil {
 			return fmt.Errorf("speed: math ceiling, candidate %d: %w", cand, err)
 		}

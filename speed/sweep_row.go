@@ -47,7 +47,9 @@ func (s *sweeper) row(sh Shape, b *shapeBufs, m int) (err error) {
 
 	// The reference: dense cuBLASLt on the pruned weight, itself checked
 	// against float64 on the CPU at sampled elements.
-	ref, err := s.output(r.y[0], m*n, 4, func() error { return s.dev.DenseMatmul(r.y[0], r.x[0], b.pruned, dt, m, n, k) })
+	ref, err := s.output(r.y[0], m*n, 4, func() error {
+		return s.dev.DenseMatmul(kernels.DenseOperands{Y: r.y[0], X: r.x[0], W: b.pruned, DType: dt, M: m, N: n, K: k})
+	})
 	if err != nil {
 		return fmt.Errorf("dense reference: %w", err)
 	}
@@ -117,7 +119,7 @@ func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row 
 		row.Backend, row.Detail = DenseOwn, "no cuBLASLt"
 		sum, hb, err := s.tm.measure(b.copies, func(i int) error {
 			x, y := r.rotation(i)
-			return s.dev.DenseMatmul(y, x, b.dense[i%b.copies], dt, m, n, k)
+			return s.dev.DenseMatmul(kernels.DenseOperands{Y: y, X: x, W: b.dense[i%b.copies], DType: dt, M: m, N: n, K: k})
 		})
 		if err != nil {
 			row.Error = err.Error()
@@ -136,7 +138,7 @@ func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row 
 	f := s.fastest(tried, b.copies, func(cand int) (float64, error) {
 		check := min(m, refRows)
 		got, err := s.output(r.y[0], check*n, 4, func() error {
-			return s.dev.DenseMatmulCandidate(r.y[0], r.x[0], b.pruned, dt, m, n, k, cand)
+			return s.dev.DenseMatmulCandidate(kernels.DenseOperands{Y: r.y[0], X: r.x[0], W: b.pruned, DType: dt, M: m, N: n, K: k}, cand)
 		})
 		if err != nil {
 			return 0, err
@@ -144,7 +146,7 @@ func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row 
 		return compare(got, r.ref[:check*n], sumTolerance(k))
 	}, func(cand, i int) error {
 		x, y := r.rotation(i)
-		return s.dev.DenseMatmulCandidate(y, x, b.dense[i%b.copies], dt, m, n, k, cand)
+		return s.dev.DenseMatmulCandidate(kernels.DenseOperands{Y: y, X: x, W: b.dense[i%b.copies], DType: dt, M: m, N: n, K: k}, cand)
 	})
 	if f.cand < 0 {
 		row.Error = f.err.Error()
@@ -245,7 +247,7 @@ func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 	relErr := 0.0
 	f := s.fastest(tried, b.copies, func(cand int) (float64, error) {
 		got, err := s.output(r.y[0], m*n, 4, func() error {
-			return s.dev.SparseMatmulCandidate(r.y[0], r.x[0], b.packed[0], b.meta[0], dt, m, n, k, cand)
+			return s.dev.SparseMatmulCandidate(kernels.SparseOperands{Y: r.y[0], X: r.x[0], Packed: b.packed[0], Meta: b.meta[0], DType: dt, M: m, N: n, K: k}, cand)
 		})
 		if err != nil {
 			return 0, err
@@ -255,7 +257,7 @@ func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 		return rel, err
 	}, func(cand, i int) error {
 		x, y := r.rotation(i)
-		return s.dev.SparseMatmulCandidate(y, x, b.packed[i%b.copies], b.meta[i%b.copies], dt, m, n, k, cand)
+		return s.dev.SparseMatmulCandidate(kernels.SparseOperands{Y: y, X: x, Packed: b.packed[i%b.copies], Meta: b.meta[i%b.copies], DType: dt, M: m, N: n, K: k}, cand)
 	})
 	row.RelErr = relErr
 	if f.err != nil || f.cand < 0 {

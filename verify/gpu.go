@@ -179,10 +179,10 @@ func (g *gpuNumeric) compareM(c *format.Compressed, dt checkpoint.DType, packed,
 		return comparison{}, err
 	}
 	defer yd.Free()
-	if err := g.dev.SparseMatmul(ys, x, packed, meta, dt, m, n, k); err != nil {
+	if err := g.dev.SparseMatmul(kernels.SparseOperands{Y: ys, X: x, Packed: packed, Meta: meta, DType: dt, M: m, N: n, K: k}); err != nil {
 		return comparison{}, err
 	}
-	if err := g.dev.DenseMatmul(yd, x, w, dt, m, n, k); err != nil {
+	if err := g.dev.DenseMatmul(kernels.DenseOperands{Y: yd, X: x, W: w, DType: dt, M: m, N: n, K: k}); err != nil {
 		return comparison{}, err
 	}
 	sb, db := make([]byte, m*n*4), make([]byte, m*n*4)

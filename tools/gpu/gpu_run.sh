@@ -15,8 +15,7 @@ OUT=${OUT:?set OUT}
 fresh=0 bench=0
 for a in "$@"; do case $a in fresh) fresh=1 ;; bench) bench=1 ;; esac; done
 bin=$PWD/.gpu/kernels.test
-# kt runs the test binary in the package directory, as go test does (the
-# tests read kernels/testdata).
+# kt runs the test binary in the package directory, as go test does.
 kt() { (cd kernels && "$bin" "$@"); }
 status=0
 note() { echo "== $*"; }

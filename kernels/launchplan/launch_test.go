@@ -1,0 +1,201 @@
+package launchplan
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+)
+
+// decodeParams returns the parameters of a decode entry point for m, n, k,
+// window xwin and last (kw for the mma.sp form, coop for the sm_90a
+// module's), in the order of the CUDA sources.
+func decodeParams(m, n, k, xwin int, lastName string, last int) []Param {
+	return []Param{
+		{Name: "Y", CType: "float*", Source: SourceY},
+		{Name: "X", CType: "const uint16_t*", Source: SourceX},
+		{Name: "P", CType: "const uint16_t*", Source: SourcePacked},
+		{Name: "U", CType: "const uint32_t*", Source: SourceMeta},
+		{Name: "W", CType: "float*", Source: SourceWorkspace},
+		{Name: "M", CType: "int", Source: SourceValue, Value: m},
+		{Name: "N", CType: "int", Source: SourceValue, Value: n},
+		{Name: "K", CType: "int", Source: SourceValue, Value: k},
+		{Name: "xwin", CType: "int", Source: SourceValue, Value: xwin},
+		{Name: lastName, CType: "int", Source: SourceValue, Value: last},
+	}
+}
+
+// TestLaunchRecords checks the launch records of known plans: the one
+// Choose makes for each shape (or with the options given), in each form,
+// with and without split-K, clusters and the cooperative sum, and their
+// fallbacks (the same launch without the cooperative sum or the clusters,
+// the plan's shared memory).
+func TestLaunchRecords(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		dt      checkpoint.DType
+		m, n, k int
+		lim     Limits
+		o       Options
+		plan    string
+		want    Launch
+	}{
+		{"mma one slice", checkpoint.BF16, 1, 14336, 4096, h100Limits(), Options{}, "decode sc4 w4 kw1 s1 xw8",
+			Launch{Module: ModuleSM80, Entry: "gemv_bf16_t1_s4", Grid: [3]uint32{112, 1, 1}, Block: [3]uint32{128, 1, 1},
+				SharedBytes: 114752, Params: decodeParams(1, 14336, 4096, 8, "kw", 1)}},
+		{"mma F16 64 tokens", checkpoint.F16, 64, 32, 64, h100Limits(), Options{}, "decode sc2 w4 kw1 s1 xw0",
+			Launch{Module: ModuleSM80, Entry: "gemv_f16_t8_s2", Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{128, 1, 1},
+				SharedBytes: 83088, Params: decodeParams(64, 32, 64, 0, "kw", 1)}},
+		{"hybrid pair", checkpoint.BF16, 1, 1024, 4096, warpgroupLimits(), Options{}, "decode sc4 w4 kw1 s2 xw0 wg r32 pair",
+			Launch{Module: ModuleSM90a, Entry: "gemv_hy_pair_bf16_t1_s4", Grid: [3]uint32{32, 2, 1}, Block: [3]uint32{160, 1, 1},
+				Cluster: [3]uint32{1, 2, 1}, SharedBytes: 123112, Workspace: Workspace{Counters: 32, Partials: 2 * 1 * 1024},
+				Params: decodeParams(1, 1024, 4096, 0, "coop", 0),
+				Fallback: &Launch{Module: ModuleSM90a, Entry: "gemv_hy_bf16_t1_s4", Grid: [3]uint32{32, 2, 1}, Block: [3]uint32{160, 1, 1},
+					SharedBytes: 123112, Workspace: Workspace{Counters: 32, Partials: 2 * 1 * 1024},
+					Params: decodeParams(1, 1024, 4096, 0, "coop", 0)}}},
+		{"64-row pair", checkpoint.BF16, 16, 4096, 4096, warpgroupLimits(), Options{}, "decode sc2 w4 kw1 s2 xw16 wg r64 pair",
+			Launch{Module: ModuleSM90a, Entry: "gemv_wg64_pair_bf16_t2_s2", Grid: [3]uint32{64, 2, 1}, Block: [3]uint32{160, 1, 1},
+				Cluster: [3]uint32{1, 2, 1}, SharedBytes: 146576, Workspace: Workspace{Counters: 128, Partials: 2 * 16 * 4096},
+				Params: decodeParams(16, 4096, 4096, 16, "coop", 0),
+				Fallback: &Launch{Module: ModuleSM90a, Entry: "gemv_wg64_bf16_t2_s2", Grid: [3]uint32{64, 2, 1}, Block: [3]uint32{160, 1, 1},
+					SharedBytes: 146576, Workspace: Workspace{Counters: 128, Partials: 2 * 16 * 4096},
+					Params: decodeParams(16, 4096, 4096, 16, "coop", 0)}}},
+		{"token groups in clusters", checkpoint.BF16, 32, 1024, 4096, warpgroupLimits(), Options{}, "decode sc4 w4 kw1 s8 xw0 wg tok16 cl2",
+			Launch{Module: ModuleSM90a, Entry: "gemv_wg_bf16_t2_s4", Grid: [3]uint32{8, 8, 2}, Block: [3]uint32{160, 1, 1},
+				Cluster: [3]uint32{1, 1, 2}, SharedBytes: 128048, Workspace: Workspace{Counters: 2 * 2 * 32, Partials: 2 * 8 * 16 * 1024},
+				Params: decodeParams(32, 1024, 4096, 0, "coop", 0),
+				Fallback: &Launch{Module: ModuleSM90a, Entry: "gemv_wg_bf16_t2_s4", Grid: [3]uint32{8, 8, 2}, Block: [3]uint32{160, 1, 1},
+					SharedBytes: 128048, Workspace: Workspace{Counters: 2 * 2 * 32, Partials: 2 * 8 * 16 * 1024},
+					Params: decodeParams(32, 1024, 4096, 0, "coop", 0)}}},
+		{"cooperative", checkpoint.F16, 64, 1024, 4096, warpgroupLimits(), Options{Cooperative: 1}, "decode sc4 w4 kw1 s16 xw0 wg coop",
+			Launch{Module: ModuleSM90a, Entry: "gemv_wg_f16_t8_s4", Grid: [3]uint32{8, 16, 1}, Block: [3]uint32{160, 1, 1},
+				SharedBytes: 144432, Cooperative: true, Workspace: Workspace{Counters: 64, Partials: 16 * 64 * 1024},
+				Params: decodeParams(64, 1024, 4096, 0, "coop", 1),
+				Fallback: &Launch{Module: ModuleSM90a, Entry: "gemv_wg_f16_t8_s4", Grid: [3]uint32{8, 16, 1}, Block: [3]uint32{160, 1, 1},
+					SharedBytes: 144432, Workspace: Workspace{Counters: 32, Partials: 16 * 64 * 1024},
+					Params: decodeParams(64, 1024, 4096, 0, "coop", 0)}}},
+	} {
+		p, err := Choose(c.m, c.n, c.k, c.lim, c.o)
+		if err != nil || p.String() != c.plan {
+			t.Errorf("%s: plan %v, %v; want %s", c.name, p, err, c.plan)
+			continue
+		}
+		got, err := p.Launch(c.dt, c.m, c.n, c.k)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: launch\n%+v, %v\nwant\n%+v", c.name, got, err, c.want)
+		}
+		if got.Fallback != nil && !reflect.DeepEqual(*got.Fallback, *c.want.Fallback) {
+			t.Errorf("%s: fallback\n%+v\nwant\n%+v", c.name, *got.Fallback, *c.want.Fallback)
+		}
+	}
+	p, _ := Choose(1, 1024, 4096, h100Limits(), Options{})
+	if _, err := p.Launch(checkpoint.F32, 1, 1024, 4096); !errors.Is(err, ErrNoPlan) {
+		t.Errorf("F32: %v", err)
+	}
+	if _, err := (Plan{}).Launch(checkpoint.BF16, 1, 1024, 4096); !errors.Is(err, ErrNoPlan) {
+		t.Errorf("the zero plan: %v", err)
+	}
+}
+
+// TestLaunchJSON checks that launch records survive a JSON round trip and
+// use the documented snake_case keys.
+func TestLaunchJSON(t *testing.T) {
+	p, err := Choose(1, 1024, 4096, warpgroupLimits(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := p.Launch(checkpoint.BF16, 1, 1024, 4096)
+	if err != nil || l.Fallback == nil {
+		t.Fatalf("%+v, %v: want a launch with a fallback", l, err)
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Launch
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, l) {
+		t.Errorf("round trip: %+v, %v\nwant %+v", back, err, l)
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"module", "entry", "grid", "block", "cluster", "shared_bytes", "cooperative", "workspace", "params", "fallback"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("no key %q in %s", k, b)
+		}
+	}
+	var params []map[string]any
+	if err := json.Unmarshal(keys["params"], &params); err != nil || len(params) != 10 {
+		t.Fatalf("params %v, %v", params, err)
+	}
+	if want := map[string]any{"name": "Y", "c_type": "float*", "source": "y", "value": 0.0}; !reflect.DeepEqual(params[0], want) {
+		t.Errorf("first parameter %v, want %v", params[0], want)
+	}
+	var ws map[string]any
+	if err := json.Unmarshal(keys["workspace"], &ws); err != nil || !reflect.DeepEqual(ws, map[string]any{"counters": 32.0, "partials": 2048.0}) {
+		t.Errorf("workspace %v, %v", ws, err)
+	}
+	if l.Workspace.Bytes() != 4*(32+2048) {
+		t.Errorf("workspace of %d bytes", l.Workspace.Bytes())
+	}
+}
+
+// TestEntryPointsInPTX checks that every entry point a launch record can
+// name (EntryPoints) is an .entry of its module's PTX, and that the
+// records of every candidate of the Llama-3 shapes name one of them.
+func TestEntryPointsInPTX(t *testing.T) {
+	entryRE := regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`)
+	entries := map[string][]string{}
+	for _, module := range []string{ModuleSM80, ModuleSM90a} {
+		src, err := os.ReadFile(filepath.Join("..", "ptx", filepath.Base(module)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inPTX []string
+		for _, m := range entryRE.FindAllStringSubmatch(string(src), -1) {
+			inPTX = append(inPTX, m[1])
+		}
+		entries[module] = EntryPoints(module)
+		if len(entries[module]) == 0 {
+			t.Fatalf("%s: no entry points", module)
+		}
+		for _, e := range entries[module] {
+			if !slices.Contains(inPTX, e) {
+				t.Errorf("%s: no .entry %s", module, e)
+			}
+		}
+	}
+	if EntryPoints("kernels/ptx/other.ptx") != nil {
+		t.Error("entry points of an unknown module")
+	}
+	for _, lim := range []Limits{h100Limits(), warpgroupLimits()} {
+		for _, s := range sweepShapes() {
+			for _, m := range []int{1, 3, 8, 16, 33, 64} {
+				ps, err := Candidates(m, s.n, s.k, lim, Options{}, MaxCandidates)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range ps {
+					for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
+						l, err := p.Launch(dt, m, s.n, s.k)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for r := &l; r != nil; r = r.Fallback {
+							if !slices.Contains(entries[r.Module], r.Entry) {
+								t.Errorf("%v m=%d %dx%d: %s in %s, not an entry point of it", p, m, s.n, s.k, r.Entry, r.Module)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
