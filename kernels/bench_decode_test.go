@@ -136,7 +136,7 @@ func benchBusy(b *testing.B, d *Device) [2]*Buffer {
 // device-to-device copy bandwidth of a 1 GiB copy first and reports, per
 // variant, the bytes the sparse product must move (packed + meta + x + y)
 // over its time as a percentage of that bandwidth (dense: the dense
-// weight's bytes). kernels/scripts/decode_table.awk tabulates the log.
+// weight's bytes). tools/gpu/decode_table.awk tabulates the log.
 func BenchmarkGPUDecode(b *testing.B) {
 	d := openGPU(b)
 	rng := rand.New(rand.NewPCG(11, 11))
@@ -212,7 +212,7 @@ func BenchmarkGPUDecode(b *testing.B) {
 // weight copies, and prints one line per plan as it is timed: shape, m,
 // chunks per stage, warps, slices, GPU µs per product (the best of three
 // batches, each after a large copy so that the host stays ahead).
-// Run it with -test.benchtime 1x; kernels/scripts/decode_sweep.awk
+// Run it with -test.benchtime 1x; tools/gpu/decode_sweep.awk
 // summarises the log.
 func BenchmarkGPUDecodeSweep(b *testing.B) {
 	benchSweep(b, func(m, n, k int, lim launchplan.Limits) []launchplan.Options {

@@ -1,7 +1,7 @@
 package kernels
 
 // The PTX is built on a machine with the CUDA toolkit (nvcc 13.0) and
-// committed; Go builds embed it and need no toolkit. scripts/check_ptx.sh
+// committed; Go builds embed it and need no toolkit. tools/gpu/check_ptx.sh
 // re-runs these exact commands and diffs the results against ptx/. The
 // second is the decode kernel's warpgroup form, for the arch-specific
 // sm_90a target (H100, H200).

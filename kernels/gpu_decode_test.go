@@ -67,7 +67,7 @@ func runSparse(t testing.TB, d *Device, dt checkpoint.DType, w *weight, x *Buffe
 	if c.kernel == sparseDecode && os.Getenv("SFSURGERY_TEST_NO_PAIR") != "" {
 		// For compute-sanitizer's racecheck, which cannot follow the pair
 		// sum's st.async stores into another CTA's shared memory
-		// (scripts/racecheck_pair.cu): the same plan with tickets.
+		// (tools/probes/racecheck_pair.cu): the same plan with tickets.
 		c.decode.Pair = -1
 	}
 	y := poisoned(t, d, m*w.n)
@@ -155,7 +155,7 @@ func gemvChoices(m, k int, lim launchplan.Limits) []sparseChoice {
 // to the CTA's barriers). The sanitizer runs use it; its subtests, named
 // form/dtype/shape (TestGPUDecodeSmall/wg/F16/n288k1600), split the
 // choices by form (gemvChoiceForm), element type and shape, so that a
-// sanitizer can take a part that fits its time (scripts/racecheck_all.sh
+// sanitizer can take a part that fits its time (tools/gpu/racecheck_all.sh
 // runs racecheck over all of them as eight processes at once), and
 // -test.short keeps two shapes and three token counts.
 func TestGPUDecodeSmall(t *testing.T) {

@@ -69,7 +69,7 @@
 // SFS_GEMV_TRACE(point) marks points of the kernel (0 entry, 1 activations
 // window 0 staged, 2 first stage landed, 3 main loop done, 4 sums stored;
 // 5, in gemv_wg.cuh, the warp's sum done)
-// for kernels/scripts/gemv_probe.cu and pdl_probe.cu, which define it to
+// for tools/probes/gemv_probe.cu and pdl_probe.cu, which define it to
 // record the time;
 // the product builds it to nothing.
 #ifndef SFS_GEMV_TRACE

@@ -19,21 +19,21 @@
 //     from shared memory and run asynchronously, and releases the slot at
 //     once. One instruction covers the 64 rows of the four warps: on an
 //     H100 it issues at twice mma.sp's rate per SM sub-partition
-//     (kernels/scripts/mma_rate.cu and wgmma_sp_probe.cu), and the B
+//     (tools/probes/mma_rate.cu and wgmma_sp_probe.cu), and the B
 //     fragments' ldmatrix, most of the shared-memory reads of gemv.cuh's
 //     kernel at m ≥ 16, are gone.
 //   - Every consumer thread arrives on `empty` after its own reads of the
 //     slot. One arrival per warp after __syncwarp is as correct under the
 //     PTX memory model and measured the same, but compute-sanitizer's
 //     racecheck then reports the other lanes' reads as racing with the
-//     refill (kernels/scripts/racecheck_mbarrier.cu shows it on a small
+//     refill (tools/probes/racecheck_mbarrier.cu shows it on a small
 //     kernel); with every thread arriving it reports none.
 //
 // wgmma.sp with A from registers takes mma.sp's A fragments, meta words
 // and selector unchanged, and its f32 accumulators of warp w are mma.sp's
 // tiles of rows 16w … 16w+15 (d[4t + j] is tile t's d[j]), so finish()
 // stores them as gemv.cuh's kernel does; the products are the same bits
-// (kernels/scripts/wgmma_sp_probe.cu, and TestGPUDecodeWarpgroup for every
+// (tools/probes/wgmma_sp_probe.cu, and TestGPUDecodeWarpgroup for every
 // plan). B is K-major in the 128-byte swizzle: token t of a chunk is one
 // 128-byte row (its 64 activations) whose 16-byte unit u is stored at
 // u ^ (t % 8); 8-token groups are 1024 bytes apart; chunk c of a window
@@ -86,7 +86,7 @@
 #endif
 
 // SFS_GDC_LAUNCH() and SFS_GDC_WAIT() are the two halves of programmatic
-// dependent launch (griddepcontrol) for kernels/scripts/pdl_probe.cu,
+// dependent launch (griddepcontrol) for tools/probes/pdl_probe.cu,
 // which defines them: LAUNCH lets the next grid launch once every CTA of
 // this one has run it, WAIT holds the consumers until the grid before has
 // finished and its writes are visible. The producer's weight copies run

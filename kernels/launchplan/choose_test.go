@@ -440,7 +440,7 @@ type benchRow struct {
 }
 
 // loadBenchCandidates reads a bench-candidates file
-// (kernels/scripts/bench_candidates.sh).
+// (tools/gpu/bench_candidates.sh).
 func loadBenchCandidates(t *testing.T, path string) []benchRow {
 	t.Helper()
 	var rows []benchRow
@@ -474,7 +474,7 @@ func loadBenchCandidates(t *testing.T, path string) []benchRow {
 // 10 rows of each GPU more than 2% behind it, and none more than 10%. The
 // rows judge Choose only where its plan was among those timed; if a
 // planner change leaves more than a tenth of them unjudged, measure again
-// (kernels/scripts/bench_candidates.sh says how).
+// (tools/gpu/bench_candidates.sh says how).
 func TestPlanAgainstBench(t *testing.T) {
 	for _, gpu := range []string{"h100", "h200"} {
 		t.Run(gpu, func(t *testing.T) { checkPlanAgainstBench(t, "testdata/bench-candidates-"+gpu+".txt.gz") })
