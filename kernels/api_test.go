@@ -173,7 +173,7 @@ func TestNilAndClosed(t *testing.T) {
 	if err := d.DenseMatmul(DenseOperands{Y: nil, X: nil, W: nil, DType: checkpoint.F16, M: 1, N: 1, K: 1}); !errors.Is(err, ErrClosed) {
 		t.Errorf("nil Device DenseMatmul: %v", err)
 	}
-	if err := d.DecodeAmpere(nil, nil, nil, checkpoint.BF16, 32, 64); !errors.Is(err, ErrClosed) {
+	if err := d.DecodeAmpere(DecodeOperands{DType: checkpoint.BF16, N: 32, K: 64}); !errors.Is(err, ErrClosed) {
 		t.Errorf("nil Device DecodeAmpere: %v", err)
 	}
 	if _, err := d.Alloc(16); !errors.Is(err, ErrClosed) {

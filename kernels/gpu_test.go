@@ -277,7 +277,7 @@ func TestGPUBuffers(t *testing.T) {
 	if err := d.SparseMatmul(SparseOperands{Y: y, X: x, Packed: p, Meta: nil, DType: checkpoint.BF16, M: 1, N: 32, K: 64}); !errors.Is(err, ErrArgument) {
 		t.Errorf("SparseMatmul with nil meta: %v", err)
 	}
-	if err := d.DecodeAmpere(p, p, m, checkpoint.F16, 32, 64); !errors.Is(err, ErrArgument) {
+	if err := d.DecodeAmpere(DecodeOperands{W: p, Packed: p, Meta: m, DType: checkpoint.F16, N: 32, K: 64}); !errors.Is(err, ErrArgument) {
 		t.Errorf("DecodeAmpere in place: %v", err)
 	}
 	other := openGPU(t)
@@ -328,7 +328,7 @@ func checkDecode(t testing.TB, d *Device, dt checkpoint.DType, w *weight) {
 	if err := out.memset(0xa5); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.DecodeAmpere(out, w.dPack, w.dMeta, dt, w.n, w.k); err != nil {
+	if err := d.DecodeAmpere(DecodeOperands{W: out, Packed: w.dPack, Meta: w.dMeta, DType: dt, N: w.n, K: w.k}); err != nil {
 		t.Fatal(err)
 	}
 	got := download16(t, out, w.n*w.k)
@@ -478,7 +478,7 @@ func TestGPUCorruptMeta(t *testing.T) {
 		}
 		// The decoded weight differs in exactly that group.
 		out := alloc(t, d, 2*n*k)
-		if err := d.DecodeAmpere(out, w.dPack, dBad, dt, n, k); err != nil {
+		if err := d.DecodeAmpere(DecodeOperands{W: out, Packed: w.dPack, Meta: dBad, DType: dt, N: n, K: k}); err != nil {
 			t.Fatal(err)
 		}
 		dec := download16(t, out, n*k)

@@ -145,12 +145,22 @@ func (d *Device) dense(op string, ops DenseOperands, own bool) error {
 	})
 }
 
-// DecodeAmpere expands a weight stored in PyTorch's CUTLASS layout (packed
-// [n][k/2] of dtype dt, meta int16 reordered) into the dense pruned weight
-// w [n][k], bit for bit; pruned elements become +0.0. It needs n % 32 == 0
-// and k % 64 == 0. The launch is asynchronous.
-func (d *Device) DecodeAmpere(w, packed, meta *Buffer, dt checkpoint.DType, n, k int) error {
+// DecodeOperands are the operands of DecodeAmpere: the weight of N rows
+// and K columns, stored in PyTorch's CUTLASS layout (Packed [N][K/2] of
+// DType, Meta int16 reordered; docs/formats.md §1), and W, which receives
+// the dense pruned weight [N][K].
+type DecodeOperands struct {
+	W, Packed, Meta *Buffer
+	DType           checkpoint.DType // BF16 or F16
+	N, K            int              // weight rows, weight columns
+}
+
+// DecodeAmpere expands the stored weight of ops into the dense pruned
+// weight ops.W, bit for bit; pruned elements become +0.0. It needs
+// N % 32 == 0 and K % 64 == 0. The launch is asynchronous.
+func (d *Device) DecodeAmpere(ops DecodeOperands) error {
 	const op = "DecodeAmpere"
+	w, packed, meta, dt, n, k := ops.W, ops.Packed, ops.Meta, ops.DType, ops.N, ops.K
 	if err := checkDims(op, dt, 1, n, k); err != nil {
 		return err
 	}

@@ -135,7 +135,7 @@ func (g *gpuNumeric) Compare(ctx context.Context, c *format.Compressed) (compari
 		if w, err = g.dev.Alloc(int64(rows * cols * c.DType.Size())); err != nil {
 			return comparison{}, err
 		}
-		if err := g.dev.DecodeAmpere(w, packed, meta, dt, rows, cols); err != nil {
+		if err := g.dev.DecodeAmpere(kernels.DecodeOperands{W: w, Packed: packed, Meta: meta, DType: dt, N: rows, K: cols}); err != nil {
 			w.Free()
 			return comparison{}, err
 		}
