@@ -29,7 +29,7 @@ var ErrNoPlan = errors.New("no decode-kernel plan")
 // has no term for them, and they were measured faster there on both an
 // H100 and an H200. Where none of those leads, formLead may put a plan of
 // the warpgroup form ahead of the model's own first.
-// TestPlanGemvAgainstBench checks the choice against every candidate
+// TestPlanAgainstBench checks the choice against every candidate
 // bench timed on an H100 and an H200.
 func Choose(m, n, k int, lim Limits, o Options) (Plan, error) {
 	// The first of the full list: formLead chooses among its plans.

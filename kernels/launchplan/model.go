@@ -56,13 +56,13 @@ type formCosts struct {
 }
 
 // defaultModel returns the model Choose uses. The mma.sp form's
-// constants were fitted (TestGemvModelFit with -fit=mma: coordinate
+// constants were fitted (TestModelFit with -fit=mma: coordinate
 // descent from 40 starts) to an H100 sweep of six Llama-3 shapes; among
 // the timed plans of each of the eight Llama-3 projection shapes and
 // token counts 1-64 of the H100 sweep (25573 plans,
 // testdata/gemv-sweep-h100.txt.gz), the one they rate cheapest is 1.4%
 // slower than the fastest on average and 5.9% at worst
-// (TestGemvModelReplay). The fit has thirteen constants and several sets
+// (TestModelReplay). The fit has thirteen constants and several sets
 // score the same, so read them as a description of that GPU, not as
 // physics: 4-chunk stages run better than the other terms say (fourChunkPercent
 // 75), staging activations while the weights stream costs nothing
@@ -77,7 +77,7 @@ type formCosts struct {
 // (measured: 0.6 µs slower than one batch, about a batch saved per
 // batch beyond two). Over the form's H100 sweep (2355
 // plans, gemv-sweep-wg-h100.txt.gz) that is 1.1% slower than the fastest
-// on average and 9.9% at worst within the form (TestGemvModelReplayWG),
+// on average and 9.9% at worst within the form (TestModelReplayWarpgroup),
 // 1.2% and 9.9% choosing between the forms (its "forms" case).
 // Constants of its own fitted to that sweep (-fit=forms with
 // SFSURGERY_FIT_WG=1) replay at 0.7% and 5.4%, but the sweep times plans

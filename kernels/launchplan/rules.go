@@ -24,7 +24,7 @@ const pairLeadTokens = 32
 // shapes, both models' stacks, TinyLlama's, M = 1-64) got slower by more
 // than 1%; on an H200, where it was not derived, the same rows went from
 // 2.1% to 0.7% behind the fastest on average, none slower
-// (TestPlanGemvAgainstBench).
+// (TestPlanAgainstBench).
 func formLead(m, n int, lim Limits, out []Plan) []Plan {
 	i := -1
 	if m <= pairLeadTokens {

@@ -3,7 +3,7 @@ package launchplan
 // SweptSlices reports whether Choose may choose s slices on its
 // own: the slice counts BenchmarkGPUDecodeSweep times, so that the plans
 // it chooses for the swept shapes are plans the sweep timed and
-// TestGemvModelReplay checks what it will do, not a neighbour.
+// TestModelReplay checks what it will do, not a neighbour.
 func SweptSlices(s int) bool {
 	switch s {
 	case 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64:
