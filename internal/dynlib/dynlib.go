@@ -38,6 +38,9 @@ func BindAll(lib uintptr, libName string, syms []Symbol) error {
 // Bind is BindAll for one symbol; callers use it alone for optional
 // symbols, whose absence they ignore.
 func Bind(lib uintptr, libName string, s Symbol) (err error) {
+	if len(s.Names) == 0 {
+		return fmt.Errorf("%s: a symbol with no name to look up", libName)
+	}
 	var addr uintptr
 	for _, name := range s.Names {
 		a, derr := purego.Dlsym(lib, name)
