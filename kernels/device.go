@@ -8,6 +8,7 @@ import (
 
 	"github.com/sfsurgery/sfsurgery/cublaslt"
 	"github.com/sfsurgery/sfsurgery/cuda"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // minMajor is the oldest compute capability the kernels run on (mma.sp and
@@ -180,6 +181,17 @@ func (d *Device) Info() Info {
 		return Info{}
 	}
 	return d.info
+}
+
+// Limits returns the device properties the decode kernels are planned
+// with (launchplan.Limits): what [Device.SparseMatmul] chooses its
+// launches by, and what an engine executing launch records needs to plan
+// for the same device.
+func (d *Device) Limits() launchplan.Limits {
+	if d == nil {
+		return launchplan.Limits{}
+	}
+	return d.dec.lim
 }
 
 // DenseBackend says what [Device.DenseMatmul] runs: cuBLASLt with its

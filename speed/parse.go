@@ -16,20 +16,46 @@ const MaxTokens = 1 << 20
 // ErrParse is wrapped by the errors of ParseMs and ParseDType.
 var ErrParse = errors.New("invalid value")
 
-// ParseMs reads token counts M: positive integers up to MaxTokens,
-// comma-separated (empty items are skipped; at least one is needed).
+// maxListed bounds how many token counts ParseMs returns.
+const maxListed = 4096
+
+// ParseMs reads token counts M: positive integers up to MaxTokens and
+// inclusive ranges A-B of them, comma-separated (empty items are skipped;
+// at least one count is needed, at most 4096 in all), in the order given.
 func ParseMs(s string) ([]int, error) {
 	var out []int
+	count := func(item, text string) (int, error) {
+		m, err := strconv.Atoi(strings.TrimSpace(text))
+		if err != nil || m < 1 || m > MaxTokens {
+			return 0, fmt.Errorf("%w: %q: %q is not a token count in [1, %d]", ErrParse, s, item, MaxTokens)
+		}
+		return m, nil
+	}
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
 		}
-		m, err := strconv.Atoi(item)
-		if err != nil || m < 1 || m > MaxTokens {
-			return nil, fmt.Errorf("%w: %q: %q is not a token count in [1, %d]", ErrParse, s, item, MaxTokens)
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err := count(item, lo)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, m)
+		b := a
+		if isRange {
+			if b, err = count(item, hi); err != nil {
+				return nil, err
+			}
+			if b < a {
+				return nil, fmt.Errorf("%w: %q: range %q runs backwards", ErrParse, s, item)
+			}
+		}
+		if len(out)+b-a+1 > maxListed {
+			return nil, fmt.Errorf("%w: %q: more than %d token counts", ErrParse, s, maxListed)
+		}
+		for m := a; m <= b; m++ {
+			out = append(out, m)
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: %q names no token count", ErrParse, s)

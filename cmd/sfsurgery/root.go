@@ -86,6 +86,7 @@ org/name@revision) read from the local Hugging Face cache, offline.`,
 		newVerifyCmd(),
 		newSynthCmd(),
 		newBenchCmd(),
+		newPlanCmd(),
 	)
 	for _, c := range root.Commands() {
 		if takesCheckpoint(c.Name()) {
@@ -99,7 +100,7 @@ org/name@revision) read from the local Hugging Face cache, offline.`,
 // checkpoints.
 func takesCheckpoint(name string) bool {
 	switch name {
-	case "inspect", "prune", "unpack", "verify", "bench":
+	case "inspect", "prune", "unpack", "verify", "bench", "plan":
 		return true
 	}
 	return false

@@ -2,13 +2,28 @@ package launchplan
 
 // Limits are the device properties the planner works with.
 type Limits struct {
-	SMs            int // streaming multiprocessors
-	SharedPerBlock int // dynamic shared memory one CTA may use: the opt-in maximum
-	SharedPerSM    int // shared memory of one SM
+	SMs            int `json:"sms"`              // streaming multiprocessors
+	SharedPerBlock int `json:"shared_per_block"` // dynamic shared memory one CTA may use: the opt-in maximum
+	SharedPerSM    int `json:"shared_per_sm"`    // shared memory of one SM
 	// Warpgroup reports that the sm_90a module ([ModuleSM90a]: the
 	// warpgroup form and the hybrid) is loaded, on a device of compute
 	// capability 9.0.
-	Warpgroup bool
+	Warpgroup bool `json:"warpgroup"`
+}
+
+// KnownLimits returns the limits of GPUs by name, for planning without
+// the GPU at hand: "h100" and "h200" (SXM: 132 SMs, sm_90a), "a100"
+// (108 SMs) and "l4" (58 SMs, sm_89). A device's own limits, read by
+// package kernels, are what SparseMatmul plans with; TestKnownLimitsH100
+// on a GPU host checks the H100's against them.
+func KnownLimits() map[string]Limits {
+	hopper := Limits{SMs: 132, SharedPerBlock: 232448, SharedPerSM: 233472, Warpgroup: true}
+	return map[string]Limits{
+		"h100": hopper,
+		"h200": hopper,
+		"a100": {SMs: 108, SharedPerBlock: 166912, SharedPerSM: 167936},
+		"l4":   {SMs: 58, SharedPerBlock: 101376, SharedPerSM: 102400},
+	}
 }
 
 // Geometry of the decode kernels (kernels/cuda/gemv.cuh).

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
+	"github.com/sfsurgery/sfsurgery/speed"
+)
+
+// TestPlanRecords runs plan for the Llama-3-8B shapes on named H100
+// limits: a record for every shape and M = 1…64, each the record of
+// launchplan's choice for that shape, M and dtype.
+func TestPlanRecords(t *testing.T) {
+	code, out, errs := sfs(t, "plan", "--shapes", "llama3-8b", "--limits", "h100", "--dtype", "f16", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var l speed.Launches
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatal(err)
+	}
+	lim := launchplan.KnownLimits()["h100"]
+	if l.Schema != speed.LaunchesSchema || l.Limits != lim || l.DType != "F16" || len(l.Shapes) != 4 {
+		t.Fatalf("schema %q, limits %+v, dtype %q, %d shapes", l.Schema, l.Limits, l.DType, len(l.Shapes))
+	}
+	for _, s := range l.Shapes {
+		if len(s.Launches) != 64 {
+			t.Errorf("%s: %d launches, want 64", s.Label(), len(s.Launches))
+		}
+		for _, at := range s.Launches {
+			p, err := launchplan.Choose(at.M, s.N, s.K, lim, launchplan.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := p.Launch(checkpoint.F16, at.M, s.N, s.K)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at.Launch == nil || !reflect.DeepEqual(*at.Launch, want) || at.Plan != p.String() {
+				t.Errorf("%s M=%d: record %+v, want %+v", s.Label(), at.M, at.Launch, want)
+			}
+		}
+	}
+	code, text, _ := sfs(t, "plan", "--shapes", "4096x4096", "--limits", "a100", "--m", "1-2")
+	if code != exitOK || !strings.Contains(text, "gemv_bf16_t1_s") || strings.Count(text, "\n") != 5 {
+		t.Errorf("text: exit %d:\n%s", code, text)
+	}
+}
+
+// TestPlanErrors checks plan's refusals: one line, exit 2.
+func TestPlanErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shapes", "llama3-8b", "--limits", "h100", "--m", "65"}, "above 64"},
+		{[]string{"--shapes", "llama3-8b", "--limits", "v100"}, "--limits"},
+		{[]string{"--shapes", "llama3-8b", "--limits", "h100", "--dtype", "f32"}, "--dtype"},
+		{[]string{"--limits", "h100"}, "give a checkpoint or --shapes"},
+	} {
+		code, _, errs := sfs(t, append([]string{"plan"}, tc.args...)...)
+		if code != exitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("plan %v: exit %d, stderr %q; want %q", tc.args, code, errs, tc.want)
+		}
+	}
+}

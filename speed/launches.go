@@ -1,0 +1,102 @@
+package speed
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
+)
+
+// LaunchesSchema identifies the JSON of a [Launches] document.
+const LaunchesSchema = "sfsurgery-launches/1"
+
+// Launches is the launch contract of a model's shapes on one device: for
+// every shape and token count M, the launch record of the decode kernel
+// that SparseMatmul runs there (launchplan.Choose's plan, as a
+// launchplan.Launch), for an engine that loads the same PTX to execute
+// without a planner of its own. docs/launch.md describes the records.
+type Launches struct {
+	Schema string `json:"schema"`
+	Tool   string `json:"tool"`
+	// Device names what the plans were made for: the GPU at hand, or a
+	// named set of limits (launchplan.KnownLimits).
+	Device string            `json:"device"`
+	Limits launchplan.Limits `json:"limits"`
+	DType  string            `json:"dtype"`
+	Shapes []ShapeLaunches   `json:"shapes"`
+}
+
+// ShapeLaunches are the launches of one shape.
+type ShapeLaunches struct {
+	Shape
+	Launches []LaunchAt `json:"launches"`
+}
+
+// LaunchAt is the launch at one token count M: a record, or why there is
+// none (the shape fails the decode kernels' guards).
+type LaunchAt struct {
+	M      int                `json:"m"`
+	Plan   string             `json:"plan,omitempty"`
+	Launch *launchplan.Launch `json:"launch,omitempty"`
+	Error  string             `json:"error,omitempty"`
+}
+
+// ErrTokensOver is returned by PlanLaunches for a token count above
+// launchplan.MaxTokens, which the tiled kernel serves without a record.
+var ErrTokensOver = errors.New("no launch record above the decode kernels' tokens")
+
+// PlanLaunches plans every shape at every M in ms (each at most
+// launchplan.MaxTokens) for element type dt on a device with limits lim,
+// described as device.
+func PlanLaunches(shapes []Shape, ms []int, dt checkpoint.DType, lim launchplan.Limits, device string) (*Launches, error) {
+	for _, m := range ms {
+		if m > launchplan.MaxTokens {
+			return nil, fmt.Errorf("%w: M = %d is above %d, where SparseMatmul runs the tiled kernel", ErrTokensOver, m, launchplan.MaxTokens)
+		}
+	}
+	out := &Launches{Schema: LaunchesSchema, Device: device, Limits: lim, DType: string(dt), Shapes: []ShapeLaunches{}}
+	for _, s := range shapes {
+		sl := ShapeLaunches{Shape: s, Launches: []LaunchAt{}}
+		for _, m := range ms {
+			at := LaunchAt{M: m}
+			p, err := launchplan.Choose(m, s.N, s.K, lim, launchplan.Options{})
+			var l launchplan.Launch
+			if err == nil {
+				l, err = p.Launch(dt, m, s.N, s.K)
+			}
+			if err != nil {
+				at.Error = err.Error()
+			} else {
+				at.Plan, at.Launch = p.String(), &l
+			}
+			sl.Launches = append(sl.Launches, at)
+		}
+		out.Shapes = append(out.Shapes, sl)
+	}
+	return out, nil
+}
+
+// WriteText writes l as a table, one launch a line.
+func (l *Launches) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "device: %s (%d SMs, %d bytes of shared memory per block, warpgroup form %v), %s\n\n",
+		l.Device, l.Limits.SMs, l.Limits.SharedPerBlock, l.Limits.Warpgroup, l.DType)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHAPE\tM\tENTRY\tGRID\tBLOCK\tCLUSTER\tSHARED\tCOOP\tWORKSPACE")
+	for _, s := range l.Shapes {
+		name := fmt.Sprintf("%s %s %dx%d", s.Model, strings.Join(s.Ops, ","), s.N, s.K)
+		for _, at := range s.Launches {
+			if at.Launch == nil {
+				fmt.Fprintf(tw, "%s\t%d\t-\t%s\n", name, at.M, at.Error)
+				continue
+			}
+			r := at.Launch
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%v\t%v\t%v\t%d\t%v\t%d\n", name, at.M, r.Entry, r.Grid, r.Block, r.Cluster,
+				r.SharedBytes, r.Cooperative, r.Workspace.Bytes())
+		}
+	}
+	return tw.Flush()
+}
