@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // Policy derives the dispatch policy of r: one entry per shape from r's
@@ -16,7 +17,58 @@ import (
 // policy is derived: Run's estimates, the policy file and the Markdown
 // document all read it (TestReportPolicyOnePlace).
 func (r *Report) Policy() *Policy {
-	return NewPolicy(r, DerivePolicy(r.Shapes, r.Rows, r.Method.MinSpeedup))
+	entries := DerivePolicy(r.Shapes, r.Rows, r.Method.MinSpeedup)
+	if r.Env.Limits != nil {
+		for i := range entries {
+			addLaunches(&entries[i], *r.Env.Limits, checkpoint.DType(r.DType))
+		}
+	}
+	return NewPolicy(r, entries)
+}
+
+// addLaunches gives every range of ours in e a plan and launch record
+// for each M up to launchplan.MaxTokens: the measured winner's where
+// there is one, else launchplan.Choose's (TestPolicyLaunches).
+func addLaunches(e *PolicyEntry, lim launchplan.Limits, dt checkpoint.DType) {
+	for i := range e.Sparse {
+		rg := &e.Sparse[i]
+		if rg.Backend != Ours {
+			continue
+		}
+		won := map[int]string{}
+		for _, p := range rg.Plans {
+			won[p.M] = p.Plan
+		}
+		var plans []PlanAt
+		for m := rg.MinM; m <= min(rg.MaxM, launchplan.MaxTokens); m++ {
+			at := PlanAt{M: m}
+			cands, err := launchplan.Candidates(m, e.N, e.K, lim, launchplan.Options{}, launchplan.MaxCandidates)
+			if err != nil {
+				continue
+			}
+			plan := cands[0]
+			if name, ok := won[m]; ok {
+				at.Plan, at.Measured = name, true
+				found := false
+				for _, c := range cands {
+					if c.String() == name {
+						plan, found = c, true
+						break
+					}
+				}
+				if !found {
+					plans = append(plans, at)
+					continue
+				}
+			}
+			at.Plan = plan.String()
+			if l, err := plan.Launch(dt, m, e.N, e.K); err == nil {
+				at.Launch = &l
+			}
+			plans = append(plans, at)
+		}
+		rg.Plans = plans
+	}
 }
 
 // Documents names the files written from a report; an empty path is not

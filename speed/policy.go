@@ -3,6 +3,8 @@ package speed
 import (
 	"slices"
 	"time"
+
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // PolicyDense is the policy's word for the dense product (cuBLASLt or
@@ -56,17 +58,26 @@ type Range struct {
 	// Speedup is the smallest speedup over dense measured inside the
 	// range.
 	Speedup float64 `json:"speedup"`
-	// Plans, for ours, is the launch plan that won at each measured M in
-	// the range (SparseMatmul runs its planner's first, which need not be
-	// it: an engine that wants the measured speed times
-	// kernels.Device.SparseCandidates as bench did, or runs these).
+	// Plans, for ours, is the launch plan at each M of the range up to
+	// the decode kernels' 64 tokens: at a measured M the one that won (
+	// SparseMatmul runs its planner's first, which need not be it), at the
+	// others the planner's first. Where the report records the device's
+	// limits, each comes with its launch record (docs/launch.md), which an
+	// engine executes as is.
 	Plans []PlanAt `json:"plans,omitempty"`
 }
 
-// PlanAt is the launch plan of ours that won at one measured M.
+// PlanAt is the launch plan of ours at one M.
 type PlanAt struct {
 	M    int    `json:"m"`
 	Plan string `json:"plan"`
+	// Measured says the plan won when bench timed this M; otherwise it is
+	// the planner's first.
+	Measured bool `json:"measured"`
+	// Launch is the plan's launch record; nil where the report holds no
+	// device limits, or the plan is not among the planner's candidates
+	// for those limits.
+	Launch *launchplan.Launch `json:"launch,omitempty"`
 }
 
 // policyRule explains the ranges in words, for the JSON.
@@ -131,7 +142,7 @@ func DerivePolicy(shapes []Shape, rows []Row, minSpeedup float64) []PolicyEntry 
 			}
 			var plans []PlanAt
 			if p.plan != "" {
-				plans = []PlanAt{{p.m, p.plan}}
+				plans = []PlanAt{{M: p.m, Plan: p.plan, Measured: true}}
 			}
 			if n := len(e.Sparse); n > 0 && e.Sparse[n-1].Backend == p.backend && e.Sparse[n-1].MaxM+1 >= p.m {
 				last := &e.Sparse[n-1]

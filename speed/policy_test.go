@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // table builds rows for one shape from dense and sparse times (µs) per M;
@@ -81,7 +83,7 @@ func TestDerivePolicyPlans(t *testing.T) {
 	}
 	got := DerivePolicy([]Shape{testShape}, rows, DefaultMinSpeedup)
 	want := []Range{
-		{MinM: 1, MaxM: 64, Backend: Ours, Speedup: 1.25, Plans: []PlanAt{{1, plans[1]}, {16, plans[16]}, {64, plans[64]}}},
+		{MinM: 1, MaxM: 64, Backend: Ours, Speedup: 1.25, Plans: []PlanAt{{M: 1, Plan: plans[1], Measured: true}, {M: 16, Plan: plans[16], Measured: true}, {M: 64, Plan: plans[64], Measured: true}}},
 		{MinM: 256, MaxM: 256, Backend: CuSPARSELt, Speedup: 20.0 / 15},
 	}
 	if !reflect.DeepEqual(got[0].Sparse, want) {
@@ -176,5 +178,50 @@ func TestNewPolicy(t *testing.T) {
 	if p.Schema != PolicySchema || p.GPU != "NVIDIA H200" || p.Driver != "13.0" || p.CuSPARSELt != "0.8.0" ||
 		p.CublasLt != 130100 || p.Default != PolicyDense || p.MinSpeedup != 1.05 || p.Rule == "" {
 		t.Errorf("NewPolicy = %+v", p)
+	}
+}
+
+// TestPolicyLaunches checks the launch records a report with device
+// limits puts in its policy: every M of a range of ours up to 64, the
+// winner's record where bench recorded one, the planner's first
+// elsewhere; none without limits.
+func TestPolicyLaunches(t *testing.T) {
+	s := Shape{Model: "m", Ops: []string{"q", "o"}, N: 4096, K: 4096, Count: 1}
+	lim := launchplan.KnownLimits()["h100"]
+	c1, err := launchplan.Candidates(1, s.N, s.K, lim, launchplan.Options{}, launchplan.MaxCandidates)
+	if err != nil || len(c1) < 2 {
+		t.Fatalf("%d candidates, %v", len(c1), err)
+	}
+	rows := table(s, []int{1, 64, 256}, []float64{10, 12, 30}, map[string][]float64{Ours: {6, 8, 90}})
+	for i := range rows {
+		if rows[i].Backend == Ours && rows[i].M == 1 {
+			rows[i].Plan = c1[1].String() // the second candidate won at M = 1
+		}
+	}
+	rep := &Report{DType: "BF16", Shapes: []Shape{s}, Rows: rows, Method: Method{MinSpeedup: DefaultMinSpeedup}}
+	if plans := rep.Policy().Entries[0].Sparse[0].Plans; len(plans) != 1 || plans[0].Launch != nil {
+		t.Fatalf("without limits: plans %+v, want the measured one without a record", plans)
+	}
+	rep.Env.Limits = &lim
+	rg := rep.Policy().Entries[0].Sparse[0]
+	if rg.MinM != 1 || rg.MaxM != 64 || len(rg.Plans) != 64 {
+		t.Fatalf("range %d–%d with %d plans, want 1–64 with 64", rg.MinM, rg.MaxM, len(rg.Plans))
+	}
+	for _, at := range rg.Plans {
+		want := c1[1]
+		if at.M != 1 {
+			var err error
+			if want, err = launchplan.Choose(at.M, s.N, s.K, lim, launchplan.Options{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := want.Launch("BF16", at.M, s.N, s.K)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.Launch == nil || !reflect.DeepEqual(*at.Launch, l) || at.Plan != want.String() || at.Measured != (at.M == 1) {
+			t.Errorf("M=%d: plan %q measured %v record %v; want %q measured %v", at.M, at.Plan, at.Measured, at.Launch != nil,
+				want.String(), at.M == 1)
+		}
 	}
 }

@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
-// Schema versions of the JSON documents this package writes.
+// Schema versions of the JSON documents this package writes. A policy of
+// version 2 lists, in each range of ours, a plan (and, where the report
+// holds the device's limits, its launch record) for every M up to 64;
+// version 1 listed only the measured winners.
 const (
 	ReportSchema = "sfsurgery-bench/1"
-	PolicySchema = "sfsurgery-policy/1"
+	PolicySchema = "sfsurgery-policy/2"
 )
 
 // Report is the outcome of a sweep, as `sfsurgery bench --json` prints it.
@@ -49,6 +54,10 @@ type Env struct {
 	// SparseBackend is what our sparse product runs (package kernels'
 	// Device.SparseBackend); empty in reports from before it was recorded.
 	SparseBackend string `json:"sparse_backend,omitempty"`
+	// Limits are the device properties our decode kernels were planned
+	// with (kernels.Device.Limits), from which the policy builds launch
+	// records; nil in reports from before they were recorded.
+	Limits *launchplan.Limits `json:"limits,omitempty"`
 	// CuSPARSELt is the library's version ("0.8.0"), empty when it was
 	// not found; CuSPARSELtPath the file loaded.
 	CuSPARSELt     string `json:"cusparselt,omitempty"`

@@ -178,6 +178,8 @@ func (s *sweeper) describe() error {
 	s.rep.Env = Env{GPU: info.Name, Capability: fmt.Sprintf("%d.%d", info.Major, info.Minor), SMs: info.SMs,
 		MemBytes: info.MemBytes, L2Bytes: l2, Driver: fmt.Sprintf("%d.%d", info.Driver/1000, info.Driver%1000/10),
 		DenseBackend: s.dev.DenseBackend(), CublasLt: ver, SparseBackend: s.dev.SparseBackend()}
+	lim := s.dev.Limits()
+	s.rep.Env.Limits = &lim
 	if !s.hasLt {
 		s.notef("dense baseline is the package's own kernel, not cuBLASLt (%s): speedups overstate what an engine gains",
 			s.dev.DenseBackend())
