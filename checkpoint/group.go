@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 )
 
 // Group is a source of several tensors of one file that are best written
@@ -13,8 +14,18 @@ import (
 // [Member] source; the writer calls WriteGroup once, in one worker, with
 // one writer per member, indexed by [Member.Index]. Each writer takes
 // exactly its tensor's bytes, in order, as with [io.WriterTo] sources.
+// The members of one group are recognised by comparing their Group
+// values, so a Group must be of a comparable type (a pointer, typically);
+// a member whose Group is not is an error.
 type Group interface {
+	// WriteGroup writes every member's bytes, ws[i] taking member i's.
 	WriteGroup(ws []io.Writer) error
+}
+
+// comparableGroup reports whether g can identify its members: a non-nil
+// value of a comparable type.
+func comparableGroup(g Group) bool {
+	return g != nil && reflect.TypeOf(g).Comparable()
 }
 
 // Member is the source of one tensor of a [Group]: the Index-th writer
@@ -56,6 +67,10 @@ func (j *fileJob) tasks() ([]fileTask, error) {
 		if m.Group == nil || m.Index < 0 || m.Index >= len(j.specs) {
 			return nil, &Error{File: j.path, Tensor: s.Name, Off: -1, Err: ErrSourceSize,
 				Detail: fmt.Sprintf("group member index %d out of range", m.Index)}
+		}
+		if !comparableGroup(m.Group) {
+			return nil, &Error{File: j.path, Tensor: s.Name, Off: -1, Err: ErrSourceSize,
+				Detail: fmt.Sprintf("group of type %T is not comparable (use a pointer)", m.Group)}
 		}
 		k, seen := at[m.Group]
 		if !seen {

@@ -96,6 +96,10 @@ func TestGroupErrors(t *testing.T) {
 			{Name: "b", DType: U8, Shape: []int64{4}, Src: Member{Group: g, Index: 1}},
 		}, ErrSourceSize},
 		{"nil group", []TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}, Src: Member{Index: 0}}}, ErrSourceSize},
+		{"uncomparable group", []TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}, Src: Member{Group: sliceGroup{1}, Index: 0}}}, ErrSourceSize},
+	}
+	if s := Reshard([]TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}, Src: Member{Group: sliceGroup{1}, Index: 0}}}, 1); len(s) != 1 {
+		t.Errorf("Reshard of an uncomparable group's member: %d shards", len(s))
 	}
 	for _, tt := range tests {
 		path := filepath.Join(t.TempDir(), "g.safetensors")
@@ -108,3 +112,9 @@ func TestGroupErrors(t *testing.T) {
 		t.Error("a member wrote on its own")
 	}
 }
+
+// sliceGroup is a Group of a type that cannot be compared.
+type sliceGroup []byte
+
+// WriteGroup writes nothing.
+func (sliceGroup) WriteGroup([]io.Writer) error { return nil }

@@ -67,7 +67,7 @@ func units(tensors []TensorSpec) [][]TensorSpec {
 	var out [][]TensorSpec
 	at := map[Group]int{}
 	for _, t := range tensors {
-		if m, ok := t.Src.(Member); ok && m.Group != nil {
+		if m, ok := t.Src.(Member); ok && comparableGroup(m.Group) {
 			if k, seen := at[m.Group]; seen {
 				out[k] = append(out[k], t)
 				continue
