@@ -7,6 +7,9 @@ import (
 	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
+// maxRepetitions bounds ElapsedEach's n: a CUDA event each.
+const maxRepetitions = 1 << 20
+
 // ElapsedEach times n pieces of work one by one. It records a CUDA event
 // on the device's stream, then for i = 0 … n-1 calls queue(i) and records
 // another event, waits for the last and returns the GPU time between each
@@ -16,12 +19,13 @@ import (
 // The times include any wait of the GPU for the host. To time the work
 // alone, queue enough GPU work first (a large [Buffer.CopyFrom]) that the
 // host has queued all n pieces before the GPU reaches the first event.
+// n is at most 1<<20 (a CUDA event each).
 func (d *Device) ElapsedEach(n int, queue func(i int) error) (out []time.Duration, err error) {
 	if queue == nil {
 		return nil, argError("ElapsedEach: nil function")
 	}
-	if n < 1 {
-		return nil, argError("ElapsedEach: %d repetitions", n)
+	if n < 1 || n > maxRepetitions {
+		return nil, argError("ElapsedEach: %d repetitions (want 1 to %d)", n, maxRepetitions)
 	}
 	events := make([]cuda.Event, n+1)
 	defer func() {

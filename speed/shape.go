@@ -187,6 +187,9 @@ func ArchShapes(a llama.Arch) []Shape {
 	return set.shapes()
 }
 
+// MaxDim is the largest N or K a shape may have: the kernels' limit.
+const MaxDim = 1 << 30
+
 // ParseShapes reads the --shapes flag: comma-separated items, each an
 // architecture name (tinyllama, llama3-8b, llama3-70b: all its projection
 // shapes), NxK (a bare shape), or OPS=NxK with OPS op names joined by "+"
@@ -247,8 +250,8 @@ func parseDims(s string) (n, k int, err error) {
 	}
 	n, err1 := strconv.Atoi(strings.TrimSpace(a))
 	k, err2 := strconv.Atoi(strings.TrimSpace(b))
-	if err1 != nil || err2 != nil || n < 1 || k < 1 {
-		return 0, 0, errors.New("N and K must be positive integers")
+	if err1 != nil || err2 != nil || n < 1 || k < 1 || n > MaxDim || k > MaxDim {
+		return 0, 0, fmt.Errorf("N and K must be integers in [1, %d]", MaxDim)
 	}
 	return n, k, nil
 }

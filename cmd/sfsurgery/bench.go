@@ -103,6 +103,10 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	return cmd
 }
 
+// maxRepeats bounds --runs, --warmup and --graph-calls: each timed run
+// holds a CUDA event, and a sweep of that many already takes hours.
+const maxRepeats = 100000
+
 // runBench is bench's RunE.
 func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if f.report != "" {
@@ -118,24 +122,15 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 		}
 		return writeBenchOutputs(cmd, rep, f)
 	}
-	fusion := speed.Separate
-	if f.fuse {
-		fusion = speed.Fused
-	}
-	shapes, err := benchShapes(args, f.shapes, fusion)
+	shapes, ms, dt, err := parseWorkload(args, f.shapes, f.fuse, f.ms, f.dtype)
 	if err != nil {
 		return err
 	}
-	ms, err := speed.ParseMs(f.ms)
-	if err != nil {
-		return fmt.Errorf("--m: %w", err)
+	if f.graphCalls < 1 || f.graphCalls > maxRepeats {
+		return fmt.Errorf("--graph-calls %d: want 1 to %d", f.graphCalls, maxRepeats)
 	}
-	dt, err := speed.ParseDType(f.dtype)
-	if err != nil {
-		return fmt.Errorf("--dtype: %w", err)
-	}
-	if f.graphCalls < 1 {
-		return fmt.Errorf("--graph-calls %d: want at least 1", f.graphCalls)
+	if f.runs > maxRepeats || f.warmup < 0 || f.warmup > maxRepeats {
+		return fmt.Errorf("--runs %d, --warmup %d: want at most %d each", f.runs, f.warmup, maxRepeats)
 	}
 	if f.candidates < 1 || f.sparseCandidates < 1 {
 		return fmt.Errorf("--dense-candidates %d, --sparse-candidates %d: want at least 1 each", f.candidates,

@@ -111,8 +111,9 @@ func compareRated(a, b rated) int {
 // candidates returns the count plans of least cost under md, in
 // Choose's order (see Choose for the search).
 func (md costModel) candidates(m, n, k int, lim Limits, o Options, count int) ([]Plan, error) {
-	if m < 1 || m > MaxTokens || n < 32 || n%32 != 0 || k < ChunkColumns || k%ChunkColumns != 0 {
-		return nil, fmt.Errorf("%w: m = %d, n = %d, k = %d", ErrNoPlan, m, n, k)
+	if m < 1 || m > MaxTokens || n < 32 || n%32 != 0 || n > MaxDim || k < ChunkColumns || k%ChunkColumns != 0 || k > MaxDim {
+		return nil, fmt.Errorf("%w: m = %d, n = %d, k = %d (want 1 ≤ m ≤ %d, n and k up to %d, n a multiple of 32, k of %d)",
+			ErrNoPlan, m, n, k, MaxTokens, MaxDim, ChunkColumns)
 	}
 	if o.Warps < 0 || o.Warps > maxWarps || o.Slices < 0 || o.Window < -1 || o.Window > 1 || o.Warpgroup < -1 || o.Warpgroup > 1 ||
 		o.WarpsPerRowBlock != 0 && (o.WarpsPerRowBlock&(o.WarpsPerRowBlock-1) != 0 || o.WarpsPerRowBlock < 0 || o.WarpsPerRowBlock > maxWarps || o.Warps != 0 && o.Warps%o.WarpsPerRowBlock != 0) {

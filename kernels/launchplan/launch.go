@@ -129,8 +129,11 @@ func (p Plan) Launch(dt checkpoint.DType, m, n, k int) (Launch, error) {
 	if !ok {
 		return Launch{}, fmt.Errorf("%w: element type %v (the decode kernels take BF16 and F16)", ErrNoPlan, dt)
 	}
-	if p.TokenTiles < 1 || p.Warps < 1 || p.WarpsPerRowBlock < 1 || p.Slices < 1 {
+	if p.TokenTiles < 1 || p.Warps < 1 || p.WarpsPerRowBlock < 1 || p.Slices < 1 || p.Slices > maxGridY {
 		return Launch{}, fmt.Errorf("%w: not a plan: %+v", ErrNoPlan, p)
+	}
+	if m < 1 || m > MaxTokens || n < 32 || n%32 != 0 || n > MaxDim || k < ChunkColumns || k%ChunkColumns != 0 || k > MaxDim {
+		return Launch{}, fmt.Errorf("%w: m = %d, n = %d, k = %d is not a shape of the decode kernels", ErrNoPlan, m, n, k)
 	}
 	l := p.launch(ty, m, n, k)
 	if p.Cooperative || p.Pair || p.Cluster > 0 {

@@ -199,3 +199,23 @@ func TestEntryPointsInPTX(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchBounds checks that no plan or record is made for a shape
+// whose kernel parameters or grid would not fit a 32-bit int.
+func TestLaunchBounds(t *testing.T) {
+	lim := KnownLimits()["h100"]
+	for _, s := range [][3]int{{1, 2 * MaxDim, 64}, {1, 32, 2 * MaxDim}, {0, 32, 64}, {MaxTokens + 1, 32, 64}, {1, 1 << 62, 64}} {
+		if _, err := Candidates(s[0], s[1], s[2], lim, Options{}, MaxCandidates); !errors.Is(err, ErrNoPlan) {
+			t.Errorf("Candidates(m=%d, n=%d, k=%d) = %v, want ErrNoPlan", s[0], s[1], s[2], err)
+		}
+	}
+	p, err := Choose(1, 4096, 4096, lim, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range [][3]int{{1, 2 * MaxDim, 4096}, {1, 4096, 1 << 40}, {65, 4096, 4096}, {1, 4100, 4096}} {
+		if _, err := p.Launch(checkpoint.BF16, s[0], s[1], s[2]); !errors.Is(err, ErrNoPlan) {
+			t.Errorf("Launch(m=%d, n=%d, k=%d) = %v, want ErrNoPlan", s[0], s[1], s[2], err)
+		}
+	}
+}

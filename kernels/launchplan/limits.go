@@ -45,6 +45,9 @@ const (
 	// kernels/cuda/gemv_wg.cuh), one row block each.
 	warpgroupWarps = 4
 	maxGridY       = 65535 // CUDA's grid.y limit: the slices of k
+	// MaxDim is the largest n or k a plan takes: every kernel parameter
+	// and grid dimension of its launch then fits a 32-bit int.
+	MaxDim = 1 << 30
 )
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
