@@ -67,29 +67,20 @@ func knownGPUs() []string {
 
 // runPlan is plan's RunE.
 func runPlan(cmd *cobra.Command, args []string, f planFlags) error {
-	fusion := speed.Separate
-	if f.fuse {
-		fusion = speed.Fused
-	}
-	shapes, err := benchShapes(args, f.shapes, fusion)
+	shapes, ms, dt, err := parseWorkload(args, f.shapes, f.fuse, f.ms, f.dtype)
 	if err != nil {
 		return err
-	}
-	ms, err := speed.ParseMs(f.ms)
-	if err != nil {
-		return fmt.Errorf("--m: %w", err)
-	}
-	dt, err := speed.ParseDType(f.dtype)
-	if err != nil {
-		return fmt.Errorf("--dtype: %w", err)
 	}
 	lim, device, err := planLimits(f)
 	if err != nil {
 		return err
 	}
 	l, err := speed.PlanLaunches(shapes, ms, dt, lim, device)
-	if err != nil {
+	if errors.Is(err, speed.ErrTokensOver) {
 		return fmt.Errorf("--m: %w", err)
+	}
+	if err != nil {
+		return err
 	}
 	l.Tool = "sfsurgery " + toolVersion()
 	if f.asJSON {
