@@ -15,7 +15,7 @@ import (
 	"testing"
 )
 
-// updateHeaderGolden rewrites testdata/header from headerCases.
+// updateHeaderGolden rewrites testdata/header from hdrCases.
 var updateHeaderGolden = flag.Bool("update-header", false, "rewrite checkpoint/testdata/header/*.safetensors")
 
 // hdrFile returns a safetensors file: the length of header, header, data.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# decode_run.sh: the GPU-machine run for the decode kernel (cuda/gemv.cuh),
+# decode_run.sh: the GPU-machine run for the decode kernel (kernels/cuda/gemv.cuh),
 # in one call, from the repository root, with the test binary in .gpu/:
 #
 #   CGO_ENABLED=0 go test -c -o .gpu/decode.test ./kernels   (on the Go machine)

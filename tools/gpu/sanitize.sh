@@ -12,7 +12,7 @@
 # tool reported an error, a test failed or a run timed out.
 #
 # racecheck runs with SFSURGERY_TEST_NO_PAIR=1: the decode tests then run
-# each plan with the pair sum (two slices as a cluster, cuda/gemv_wg.cuh's
+# each plan with the pair sum (two slices as a cluster, kernels/cuda/gemv_wg.cuh's
 # finish_pair) as the same plan with tickets. racecheck does not follow the
 # pair's st.async stores into another CTA's shared memory: it reports the
 # pair kernels deadlocked in their wait for those stores, which every other

@@ -1,4 +1,4 @@
-// coop_probe.cu: the warpgroup form's split-K launches (cuda/gemv_wg.cuh)
+// coop_probe.cu: the warpgroup form's split-K launches (kernels/cuda/gemv_wg.cuh)
 // with the slices added up by the last one (tickets) and shared by all of
 // them in a cooperative launch (finish_coop), side by side, on the GPU
 // machine without Go:

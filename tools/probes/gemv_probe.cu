@@ -1,4 +1,4 @@
-// gemv_probe.cu: a standalone probe of the decode kernel (cuda/gemv.cuh) on
+// gemv_probe.cu: a standalone probe of the decode kernel (kernels/cuda/gemv.cuh) on
 // the GPU machine, without Go: event-timed launches of chosen plans beside
 // plain read kernels that stream the same bytes, and a timeline of one
 // launch (the time each CTA reaches the kernel's SFS_GEMV_TRACE points).

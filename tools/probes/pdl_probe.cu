@@ -1,5 +1,5 @@
 // pdl_probe.cu: what programmatic dependent launch (PDL) gains the decode
-// kernel's warpgroup form (cuda/gemv_wg.cuh) when its runs follow other
+// kernel's warpgroup form (kernels/cuda/gemv_wg.cuh) when its runs follow other
 // kernels, as in an engine's decode step captured into a CUDA graph.
 //
 // Each plan is timed as a graph of 20 consecutive steps, weights rotated
@@ -37,7 +37,7 @@
 // CTAs' window widths, "kvtime" k/v's grids, "kvbytes" k/v's bytes per
 // CTA summed as a pair, "trace" per-CTA timelines of one launch ("kvtrace"
 // of k/v's grids and two pairs), "hy" (and "hyall", "hytrace") the
-// hybrid 32-row kernel (cuda/gemv_hy.cuh through probe_hybrid.cuh) on k/v.
+// hybrid 32-row kernel (kernels/cuda/gemv_hy.cuh through probe_hybrid.cuh) on k/v.
 // A head start for the producer before it waits for the activations was
 // measured and did not win (docs/kernels.md).
 //
@@ -58,7 +58,7 @@
 // GEMV_WG_CUH: the kernel source to probe (another version of it, to compare).
 #ifndef GEMV_WG_CUH
 #define GEMV_WG_CUH "../../kernels/cuda/gemv_wg.cuh"
-#define SFS_PROBE_HYBRID 1  // cuda/gemv_hy.cuh includes this gemv_wg.cuh
+#define SFS_PROBE_HYBRID 1  // kernels/cuda/gemv_hy.cuh includes this gemv_wg.cuh
 #endif
 #include GEMV_WG_CUH
 #include "probe_time.cuh"  // CK, Busy, batch_median

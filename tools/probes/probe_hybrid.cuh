@@ -1,8 +1,8 @@
-// probe_hybrid.cuh: the hybrid decode kernel (cuda/gemv_hy.cuh: CTAs of
+// probe_hybrid.cuh: the hybrid decode kernel (kernels/cuda/gemv_hy.cuh: CTAs of
 // one 32-row block, the warpgroup form's producer feeding four mma.sp
 // consumer warps) as plain __global__ functions for pdl_probe's "hy"
 // plans (BF16), and hy_kernel to pick one. gemv_hy.cuh includes
-// cuda/gemv_wg.cuh itself, so a probe built with -DGEMV_WG_CUH=another
+// kernels/cuda/gemv_wg.cuh itself, so a probe built with -DGEMV_WG_CUH=another
 // version cannot include this too. Not part of the product.
 #pragma once
 

@@ -1,7 +1,7 @@
 // probe_trace.cuh: the decode kernels' trace points for the standalone
 // probes (gemv_probe.cu, pdl_probe.cu). Include it before the kernel
 // header: it defines SFS_GEMV_TRACE(point) to stamp the global timer when
-// thread 0 of each CTA reaches a point (cuda/gemv.cuh lists them), and
+// thread 0 of each CTA reaches a point (kernels/cuda/gemv.cuh lists them), and
 // print_trace prints, for the last launch of ctas CTAs, each point's min /
 // median / max over the CTAs in µs after the first CTA's entry.
 #pragma once

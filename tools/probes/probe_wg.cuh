@@ -1,4 +1,4 @@
-// probe_wg.cuh: the warpgroup form's kernel (cuda/gemv_wg.cuh, included
+// probe_wg.cuh: the warpgroup form's kernel (kernels/cuda/gemv_wg.cuh, included
 // first) as plain __global__ functions for the standalone probes
 // (coop_probe.cu, pdl_probe.cu): wg_t{NT}_s{SC} for BF16 and every
 // entry point the product has, and wg_kernel(NT, SC) to pick one; the

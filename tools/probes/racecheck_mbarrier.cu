@@ -1,7 +1,7 @@
 // racecheck_mbarrier.cu: does compute-sanitizer's racecheck follow a
 // cp.async completion signalled by cp.async.mbarrier.arrive.noinc?
 //
-// The warpgroup form of the decode kernel (cuda/gemv_wg.cuh) fills its
+// The warpgroup form of the decode kernel (kernels/cuda/gemv_wg.cuh) fills its
 // ring with a producer warp's cp.async copies and tells the consumers a
 // slot is full that way; racecheck reports hazards between those copies
 // and the consumers' ldmatrix. This program runs the protocol alone, one

@@ -1,5 +1,5 @@
 // racecheck_pair.cu: does compute-sanitizer's racecheck follow the pair
-// sum's protocol (cuda/gemv_wg.cuh, finish_pair)?
+// sum's protocol (kernels/cuda/gemv_wg.cuh, finish_pair)?
 //
 // Two CTAs of one cluster of (1, 2, 1), one warp each. Rank 1 pushes 32
 // float4 into rank 0's shared memory with st.async ...
