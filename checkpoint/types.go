@@ -70,7 +70,9 @@ type FileRange struct {
 type ExtraFile struct {
 	Name string // file name inside the output directory
 	From string // path to copy from, when Data and Make are nil
-	Data []byte
+	Data []byte // the contents, when set
+	// Make returns the contents, when Data is nil; it is called after
+	// every tensor is written.
 	Make func() ([]byte, error)
 }
 
@@ -90,7 +92,9 @@ type Output struct {
 	// IndexMetadata is merged into the index's "metadata" object;
 	// total_size is computed by the writer.
 	IndexMetadata map[string]any
-	Files         []ExtraFile
+	// Files are the other files of the directory (config.json, the
+	// tokenizer, a report).
+	Files []ExtraFile
 }
 
 // WriteOptions control WriteFile and WriteDir.

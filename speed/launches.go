@@ -20,25 +20,32 @@ const LaunchesSchema = "sfsurgery-launches/1"
 // launchplan.Launch), for an engine that loads the same PTX to execute
 // without a planner of its own. docs/launch.md describes the records.
 type Launches struct {
+	// Schema is LaunchesSchema; Tool the sfsurgery that planned.
 	Schema string `json:"schema"`
 	Tool   string `json:"tool"`
 	// Device names what the plans were made for: the GPU at hand, or a
 	// named set of limits (launchplan.KnownLimits).
-	Device string            `json:"device"`
+	Device string `json:"device"`
+	// Limits are the device properties planned with; DType the element
+	// type of the activations.
 	Limits launchplan.Limits `json:"limits"`
 	DType  string            `json:"dtype"`
-	Shapes []ShapeLaunches   `json:"shapes"`
+	// Shapes are the launches of each shape, in the order given.
+	Shapes []ShapeLaunches `json:"shapes"`
 }
 
 // ShapeLaunches are the launches of one shape.
 type ShapeLaunches struct {
 	Shape
+	// Launches are one per token count, in the order given.
 	Launches []LaunchAt `json:"launches"`
 }
 
 // LaunchAt is the launch at one token count M: a record, or why there is
 // none (the shape fails the decode kernels' guards).
 type LaunchAt struct {
+	// M is the token count; Plan the plan's name and Launch its record,
+	// or Error why there is none.
 	M      int                `json:"m"`
 	Plan   string             `json:"plan,omitempty"`
 	Launch *launchplan.Launch `json:"launch,omitempty"`

@@ -20,6 +20,8 @@ const DefaultMinSpeedup = 1.05
 // times faster than dense, and with which backend. Everywhere else,
 // including every M outside the measured range, it says dense.
 type Policy struct {
+	// Schema is PolicySchema; Tool the sfsurgery that measured; Generated
+	// when.
 	Schema    string    `json:"schema"`
 	Tool      string    `json:"tool"`
 	Generated time.Time `json:"generated"`
@@ -30,17 +32,22 @@ type Policy struct {
 	Driver     string  `json:"driver"`
 	CublasLt   int     `json:"cublaslt,omitempty"`
 	CuSPARSELt string  `json:"cusparselt,omitempty"`
+	// DType is the element type measured; MinSpeedup the least speedup
+	// over dense that makes a sparse range.
 	DType      string  `json:"dtype"`
 	MinSpeedup float64 `json:"min_speedup"`
 	// Measured lists the token counts timed.
-	Measured []int         `json:"measured_m"`
-	Default  string        `json:"default"` // always "dense"
-	Rule     string        `json:"rule"`
-	Entries  []PolicyEntry `json:"entries"`
+	Measured []int  `json:"measured_m"`
+	Default  string `json:"default"` // always "dense"
+	// Rule says in words how the ranges were drawn from the measurements.
+	Rule string `json:"rule"`
+	// Entries are the shapes' policies, in the report's order.
+	Entries []PolicyEntry `json:"entries"`
 }
 
 // PolicyEntry is the policy of one shape.
 type PolicyEntry struct {
+	// Model, Ops, N and K identify the shape (see Shape).
 	Model string   `json:"model,omitempty"`
 	Ops   []string `json:"ops,omitempty"`
 	N     int      `json:"n"`
@@ -52,6 +59,8 @@ type PolicyEntry struct {
 
 // Range is an inclusive range of token counts with the backend to use.
 type Range struct {
+	// MinM and MaxM bound the range, inclusive; Backend is what to run
+	// in it (Ours or CuSPARSELt).
 	MinM    int    `json:"min_m"`
 	MaxM    int    `json:"max_m"`
 	Backend string `json:"backend"`
@@ -69,6 +78,8 @@ type Range struct {
 
 // PlanAt is the launch plan of ours at one M.
 type PlanAt struct {
+	// M is the token count; Plan the plan's name as
+	// kernels.Device.SparseCandidates names it.
 	M    int    `json:"m"`
 	Plan string `json:"plan"`
 	// Measured says the plan won when bench timed this M; otherwise it is
