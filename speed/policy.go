@@ -27,11 +27,11 @@ type Policy struct {
 	Generated time.Time `json:"generated"`
 	// GPU, Driver and the library versions identify where it was measured,
 	// so a stale policy can be spotted.
-	GPU        string  `json:"gpu"`
-	Capability string  `json:"capability"`
-	Driver     string  `json:"driver"`
-	CublasLt   int     `json:"cublaslt,omitempty"`
-	CuSPARSELt string  `json:"cusparselt,omitempty"`
+	GPU        string `json:"gpu"`
+	Capability string `json:"capability"`
+	Driver     string `json:"driver"`
+	CublasLt   int    `json:"cublaslt,omitempty"`
+	CuSPARSELt string `json:"cusparselt,omitempty"`
 	// DType is the element type measured; MinSpeedup the least speedup
 	// over dense that makes a sparse range.
 	DType      string  `json:"dtype"`
