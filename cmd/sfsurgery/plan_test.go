@@ -68,3 +68,15 @@ func TestPlanErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanNeedsGPUOrLimits checks that plan without --limits on a machine
+// without a GPU says what to do in one line. It skips where a GPU opens.
+func TestPlanNeedsGPUOrLimits(t *testing.T) {
+	code, _, errs := sfs(t, "plan", "--shapes", "llama3-8b", "--m", "1")
+	if code == exitOK {
+		t.Skip("a GPU is present: plan planned for it")
+	}
+	if code != exitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "--limits") {
+		t.Errorf("exit %d, stderr %q; want one line naming --limits", code, errs)
+	}
+}
