@@ -76,13 +76,13 @@ func renameNoReplace(from, to string) error {
 	return os.Rename(from, to)
 }
 
-// replaceDir puts the directory from in the place of the existing
-// directory to, so that to names either the old or the new directory at
-// every moment, and returns where the old one now is, for the caller to
+// exchange puts the file or directory from in the place of the existing
+// one at to, so that to names either the old or the new one at every
+// moment, and returns where the old one now is, for the caller to
 // remove. It exchanges the two atomically (RENAME_EXCHANGE) where the file
 // system can, and otherwise renames the old one aside first, moving it
 // back if the second rename fails.
-func replaceDir(from, to string) (old string, err error) {
+func exchange(from, to string) (old string, err error) {
 	err = unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_EXCHANGE)
 	if err == nil {
 		return from, nil
@@ -90,12 +90,12 @@ func replaceDir(from, to string) (old string, err error) {
 	if err != unix.EINVAL && err != unix.ENOSYS && err != unix.EOPNOTSUPP {
 		return "", &os.LinkError{Op: "exchange", Old: from, New: to, Err: err}
 	}
-	return replaceDirByRenames(from, to)
+	return exchangeByRenames(from, to)
 }
 
-// replaceDirByRenames is replaceDir with two renames instead of an
+// exchangeByRenames is exchange with two renames instead of an
 // exchange.
-func replaceDirByRenames(from, to string) (string, error) {
+func exchangeByRenames(from, to string) (string, error) {
 	dir, base := filepath.Split(to)
 	if dir == "" {
 		dir = "."

@@ -204,7 +204,7 @@ func TestRenameHelpers(t *testing.T) {
 	if err := renameNoReplace(src, empty); !errors.Is(err, os.ErrExist) {
 		t.Errorf("renameNoReplace over an empty directory: %v, want ErrExist", err)
 	}
-	for name, replace := range map[string]func(from, to string) (string, error){"exchange": replaceDir, "renames": replaceDirByRenames} {
+	for name, replace := range map[string]func(from, to string) (string, error){"exchange": exchange, "renames": exchangeByRenames} {
 		to := mk("to-"+name, "old")
 		from := mk("from-"+name, "new")
 		old, err := replace(from, to)
@@ -217,8 +217,8 @@ func TestRenameHelpers(t *testing.T) {
 	}
 	// The fallback moves the old directory back when the second rename fails.
 	to := mk("to-fail", "old")
-	if _, err := replaceDirByRenames(filepath.Join(tmp, "missing"), to); err == nil {
-		t.Error("replaceDirByRenames from a missing directory succeeded")
+	if _, err := exchangeByRenames(filepath.Join(tmp, "missing"), to); err == nil {
+		t.Error("exchangeByRenames from a missing directory succeeded")
 	}
 	if read(to) != "old" {
 		t.Errorf("after a failed replace %s holds %q, want the old contents", to, read(to))

@@ -193,7 +193,7 @@ func install(tmp, abs, shown string, pr prior, recheck func(old string) error) (
 		}
 		return "", nil
 	}
-	old, err := replaceDir(tmp, abs)
+	old, err := exchange(tmp, abs)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return "", osError(shown, err)
@@ -216,7 +216,7 @@ func install(tmp, abs, shown string, pr prior, recheck func(old string) error) (
 		return old, nil
 	}
 	// Put the newcomer back; the new output goes.
-	ours, err := replaceDir(old, abs)
+	ours, err := exchange(old, abs)
 	if err != nil {
 		return "", &Error{File: shown, Off: -1, Err: ErrNotReplaceable,
 			Detail: why + "; putting it back failed (" + err.Error() + "): it is at " + old + " and the new output at " + shown}
