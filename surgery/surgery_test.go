@@ -176,13 +176,53 @@ func TestBitmaskConfig(t *testing.T) {
 	if len(cfg.Arch) != 1 || cfg.Arch[0] != "LlamaForCausalLM" {
 		t.Errorf("the rest of config.json was not carried over: architectures = %v", cfg.Arch)
 	}
-	// The dense and ampere formats carry config.json over byte for byte.
-	for _, f := range []format.Format{format.Dense, format.Ampere} {
-		o := filepath.Join(t.TempDir(), string(f))
-		prune(t, testdataModel, o, surgery.Options{Format: f}, checkpoint.WriteOptions{})
-		if string(fileBytes(t, filepath.Join(o, "config.json"))) != string(fileBytes(t, filepath.Join(testdataModel, "config.json"))) {
-			t.Errorf("%s: config.json changed", f)
+	// The dense format carries config.json over byte for byte.
+	o := filepath.Join(t.TempDir(), "dense")
+	prune(t, testdataModel, o, surgery.Options{Format: format.Dense}, checkpoint.WriteOptions{})
+	if string(fileBytes(t, filepath.Join(o, "config.json"))) != string(fileBytes(t, filepath.Join(testdataModel, "config.json"))) {
+		t.Error("dense: config.json changed")
+	}
+}
+
+// TestAmpereConfig holds the quantization_config an ampere output's
+// config.json carries for the Python package's transformers loader, the
+// rest of the input's config unchanged. (TestPruneVerifyUnpack holds that
+// unpack takes it out again.)
+func TestAmpereConfig(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ampere")
+	prune(t, testdataModel, out, surgery.Options{Format: format.Ampere}, checkpoint.WriteOptions{})
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(fileBytes(t, filepath.Join(out, "config.json")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var q struct {
+		QuantMethod string   `json:"quant_method"`
+		Format      string   `json:"format"`
+		Structure   string   `json:"sparsity_structure"`
+		Targets     []string `json:"targets"`
+		Ignore      []string `json:"ignore"`
+	}
+	if err := json.Unmarshal(cfg["quantization_config"], &q); err != nil {
+		t.Fatalf("quantization_config: %v", err)
+	}
+	if q.QuantMethod != surgery.QuantMethod || q.Format != "ampere" || q.Structure != "2:4" {
+		t.Errorf("quantization_config = %+v", q)
+	}
+	if len(q.Targets) != 28 || q.Targets[0] != "model.layers.0.mlp.down_proj" || q.Ignore == nil || len(q.Ignore) != 0 {
+		t.Errorf("targets = %v, ignore = %v", q.Targets, q.Ignore)
+	}
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(fileBytes(t, filepath.Join(testdataModel, "config.json")), &in); err != nil {
+		t.Fatal(err)
+	}
+	delete(cfg, "quantization_config")
+	for k, v := range in {
+		if string(cfg[k]) != string(v) {
+			t.Errorf("config.json %q = %s, want the input's %s", k, cfg[k], v)
 		}
+	}
+	if len(cfg) != len(in) {
+		t.Errorf("config.json has %d keys besides quantization_config, the input %d", len(cfg), len(in))
 	}
 }
 

@@ -83,7 +83,8 @@ func NewUnpackPlan(ck *checkpoint.Checkpoint, version string) (*Plan, error) {
 	return p, nil
 }
 
-// denseConfig removes a sparse-only compressed-tensors quantization_config.
+// denseConfig removes sfsurgery's quantization_config or a sparse-only
+// compressed-tensors one.
 // A config that also quantizes is refused: its weights are not plain
 // dense values once decompressed.
 func denseConfig(ck *checkpoint.Checkpoint) ([]byte, error) {
@@ -98,6 +99,11 @@ func denseConfig(ck *checkpoint.Checkpoint) ([]byte, error) {
 	var q map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, fmt.Errorf("%s: config.json quantization_config: %w", ck.Path, err)
+	}
+	if string(q["quant_method"]) == `"`+QuantMethod+`"` {
+		// sfsurgery's own (ampere): it only names the pruned modules.
+		delete(cfg, "quantization_config")
+		return marshalConfig(cfg)
 	}
 	for k := range q {
 		switch k {

@@ -37,7 +37,9 @@ dimension of the attention (q/k/v/o) and MLP (gate/up/down) projections
 never), the 2 of largest magnitude (ties to the lower index), and writes:
 
   ampere   P.packed + P.meta + P.shape: PyTorch's CUTLASS semi-structured
-           layout byte for byte (out%32==0, in%64==0; others stay dense)
+           layout byte for byte (out%32==0, in%64==0; others stay dense),
+           and sfsurgery's quantization_config, which transformers loads
+           after "import sfsurgery" (docs/serve.md)
   bitmask  compressed-tensors sparse-24-bitmask: P.compressed + P.bitmask +
            P.shape and a quantization_config (out%8==0, in%8==0)
   dense    pruned weights in place, loadable by any serving engine
