@@ -1,0 +1,300 @@
+"""The CUDA driver calls that load the PTX and execute launch records.
+
+Through ctypes on libcuda.so.1: no compiler and no extension module. The
+modules are loaded into the device's primary context, the one PyTorch
+uses, and launches are queued on the stream the caller passes (PyTorch's
+current stream), so that CUDA graph capture records them like any other
+kernel.
+"""
+
+import ctypes
+import os
+import threading
+from typing import Dict, Optional, Tuple
+
+from .errors import DeviceError
+from .records import MODULES, Launch
+
+_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
+_CUDA_ERROR_NOT_SUPPORTED = 801
+_CUDA_ERROR_INVALID_CLUSTER_SIZE = 912
+_CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
+_ATTR_SMS = 16
+_ATTR_MAJOR = 75
+_ATTR_MINOR = 76
+_ATTR_SHARED_OPTIN = 97
+_FUNC_MAX_DYNAMIC_SHARED = 8
+_FUNC_CARVEOUT = 9
+_LAUNCH_COOPERATIVE = 2
+_LAUNCH_CLUSTER = 4
+
+PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
+
+
+class _Attr(ctypes.Structure):
+    """CUlaunchAttribute: an id, padding and a 64-byte value union."""
+
+    _fields_ = [("id", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("val", ctypes.c_uint32 * 16)]
+
+
+class _Config(ctypes.Structure):
+    """CUlaunchConfig of cuLaunchKernelEx (cuda.h, CUDA 12 and later)."""
+
+    _fields_ = [
+        ("grid", ctypes.c_uint32 * 3),
+        ("block", ctypes.c_uint32 * 3),
+        ("shared", ctypes.c_uint32),
+        ("stream", ctypes.c_void_p),
+        ("attrs", ctypes.POINTER(_Attr)),
+        ("nattrs", ctypes.c_uint32),
+    ]
+
+
+class Driver:
+    """The libcuda functions the package calls."""
+
+    def __init__(self):
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            raise DeviceError(f"no CUDA driver (libcuda.so.1): {e}") from None
+        self._lib = lib
+        vp, i32, u32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+        sigs = {
+            "cuInit": [u32],
+            "cuDriverGetVersion": [ctypes.POINTER(i32)],
+            "cuDeviceGet": [ctypes.POINTER(i32), i32],
+            "cuDeviceGetAttribute": [ctypes.POINTER(i32), i32, i32],
+            "cuDevicePrimaryCtxRetain": [ctypes.POINTER(vp), i32],
+            "cuCtxSetCurrent": [vp],
+            "cuModuleLoadData": [ctypes.POINTER(vp), ctypes.c_char_p],
+            "cuModuleGetFunction": [ctypes.POINTER(vp), vp, ctypes.c_char_p],
+            "cuFuncSetAttribute": [vp, i32, i32],
+            "cuLaunchKernelEx": [ctypes.POINTER(_Config), vp, ctypes.POINTER(vp), ctypes.POINTER(vp)],
+            "cuLaunchKernel": [vp, u32, u32, u32, u32, u32, u32, u32, vp, ctypes.POINTER(vp), ctypes.POINTER(vp)],
+            "cuGetErrorName": [i32, ctypes.POINTER(ctypes.c_char_p)],
+        }
+        for name, args in sigs.items():
+            fn = getattr(lib, name)
+            fn.argtypes = args
+            fn.restype = i32
+        self.check("cuInit", lib.cuInit(0))
+
+    def name(self, code: int) -> str:
+        """Returns the CUresult's name, e.g. CUDA_ERROR_INVALID_VALUE."""
+        s = ctypes.c_char_p()
+        if self._lib.cuGetErrorName(code, ctypes.byref(s)) == 0 and s.value:
+            return s.value.decode()
+        return f"CUresult {code}"
+
+    def check(self, what: str, code: int) -> None:
+        """Raises DeviceError for a failed call."""
+        if code != 0:
+            raise DeviceError(f"{what}: {self.name(code)} ({code})")
+
+    def version(self) -> int:
+        """Returns the driver's CUDA version, e.g. 13000."""
+        v = ctypes.c_int()
+        self.check("cuDriverGetVersion", self._lib.cuDriverGetVersion(ctypes.byref(v)))
+        return v.value
+
+    def attribute(self, dev: int, attr: int) -> int:
+        """Returns a device attribute."""
+        v = ctypes.c_int()
+        self.check("cuDeviceGetAttribute", self._lib.cuDeviceGetAttribute(ctypes.byref(v), attr, dev))
+        return v.value
+
+    def primary_context(self, ordinal: int) -> int:
+        """Retains and returns device ordinal's primary context."""
+        dev = ctypes.c_int()
+        self.check("cuDeviceGet", self._lib.cuDeviceGet(ctypes.byref(dev), ordinal))
+        ctx = ctypes.c_void_p()
+        self.check("cuDevicePrimaryCtxRetain", self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev.value))
+        return ctx.value
+
+    def set_current(self, ctx: int) -> None:
+        """Makes ctx the calling thread's current context."""
+        self.check("cuCtxSetCurrent", self._lib.cuCtxSetCurrent(ctx))
+
+    def load(self, image: bytes, what: str) -> int:
+        """JIT-compiles a NUL-terminated PTX image into a module."""
+        mod = ctypes.c_void_p()
+        code = self._lib.cuModuleLoadData(ctypes.byref(mod), image)
+        if code == _CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+            raise DeviceError(
+                f"loading {what}: the CUDA driver ({self.version()}) is too old for the PTX (needs CUDA 13)"
+            )
+        self.check(f"loading {what}", code)
+        return mod.value
+
+    def function(self, mod: int, entry: str) -> int:
+        """Looks up an entry point of a module."""
+        fn = ctypes.c_void_p()
+        self.check(f"cuModuleGetFunction({entry})", self._lib.cuModuleGetFunction(ctypes.byref(fn), mod, entry.encode()))
+        return fn.value
+
+    def set_function_attribute(self, fn: int, attr: int, value: int, what: str) -> None:
+        """Sets a CUfunction attribute."""
+        self.check(f"cuFuncSetAttribute({what})", self._lib.cuFuncSetAttribute(fn, attr, value))
+
+    def launch(self, fn: int, cfg: _Config, params) -> int:
+        """Queues fn with a prepared config and parameter array; returns the
+        CUresult (0 on success) for the caller to judge."""
+        return self._lib.cuLaunchKernelEx(ctypes.byref(cfg), fn, params, None)
+
+    def launch_plain(self, fn: int, grid, block, shared: int, stream: int, params) -> int:
+        """Queues fn with cuLaunchKernel; returns the CUresult."""
+        return self._lib.cuLaunchKernel(fn, *grid, *block, shared, stream, params, None)
+
+
+class _Prepared:
+    """A record turned into a launch config and argument slots: pointer
+    operands are written into the slots at each launch."""
+
+    def __init__(self, fn: int, rec: Launch):
+        self.fn = fn
+        self.rec = rec
+        self.cfg = _Config()
+        self.cfg.grid[:] = rec.grid
+        self.cfg.block[:] = rec.block
+        self.cfg.shared = rec.shared_bytes
+        attrs = []
+        if rec.cluster != (0, 0, 0):
+            a = _Attr(id=_LAUNCH_CLUSTER)
+            a.val[0], a.val[1], a.val[2] = rec.cluster
+            attrs.append(a)
+        if rec.cooperative:
+            a = _Attr(id=_LAUNCH_COOPERATIVE)
+            a.val[0] = 1
+            attrs.append(a)
+        self.attrs = (_Attr * max(len(attrs), 1))(*attrs)
+        self.cfg.attrs = self.attrs
+        self.cfg.nattrs = len(attrs)
+        self.slots = []
+        self.sources = []
+        for p in rec.params:
+            if p.source in ("value", "out"):
+                self.slots.append(ctypes.c_int(p.value))
+            else:
+                self.slots.append(ctypes.c_void_p(0))
+            self.sources.append(p.source)
+        self.params = (ctypes.c_void_p * len(self.slots))(*[ctypes.addressof(s) for s in self.slots])
+
+
+class Kernels:
+    """The decode kernels loaded on one device: modules, entry points, the
+    shared split-K workspace, and the records prepared for launching."""
+
+    def __init__(self, driver: Driver, ordinal: int):
+        self.driver = driver
+        self.ordinal = ordinal
+        self.major = driver.attribute(ordinal, _ATTR_MAJOR)
+        self.minor = driver.attribute(ordinal, _ATTR_MINOR)
+        if self.major < 8:
+            raise DeviceError(f"GPU {ordinal} is sm_{self.major}{self.minor}; the 2:4 kernels need sm_80 or newer")
+        self.sms = driver.attribute(ordinal, _ATTR_SMS)
+        self.shared_optin = driver.attribute(ordinal, _ATTR_SHARED_OPTIN)
+        self.ctx = driver.primary_context(ordinal)
+        self._lock = threading.Lock()
+        self._modules: Dict[str, int] = {}
+        self._functions: Dict[str, int] = {}
+        self._prepared: Dict[Launch, _Prepared] = {}
+        self._refused: Dict[Launch, Launch] = {}
+
+    def module(self, path: str) -> int:
+        """Returns the loaded module of a record's module path."""
+        mod = self._modules.get(path)
+        if mod is not None:
+            return mod
+        if path.endswith("_sm90a.ptx") and (self.major, self.minor) != (9, 0):
+            raise DeviceError(f"{path} is for sm_90a, this GPU is sm_{self.major}{self.minor}")
+        file = os.path.join(PTX_DIR, MODULES[path])
+        try:
+            with open(file, "rb") as f:
+                image = f.read() + b"\0"
+        except OSError as e:
+            raise DeviceError(f"{file}: {e.strerror or e} (the package ships the repository's kernels/ptx)") from None
+        self.driver.set_current(self.ctx)
+        mod = self.driver.load(image, file)
+        self._modules[path] = mod
+        return mod
+
+    def function(self, module: str, entry: str) -> int:
+        """Returns an entry point, allowed the device's opt-in shared memory."""
+        key = module + ":" + entry
+        fn = self._functions.get(key)
+        if fn is None:
+            fn = self.driver.function(self.module(module), entry)
+            self.driver.set_function_attribute(fn, _FUNC_MAX_DYNAMIC_SHARED, self.shared_optin, entry)
+            self.driver.set_function_attribute(fn, _FUNC_CARVEOUT, 100, entry)
+            self._functions[key] = fn
+        return fn
+
+    def prepare(self, rec: Launch) -> None:
+        """Loads what rec (and its fallback) needs, ahead of any capture."""
+        with self._lock:
+            for r in (rec, rec.fallback):
+                if r is not None and r not in self._prepared:
+                    self._prepared[r] = _Prepared(self.function(r.module, r.entry), r)
+
+    def launch(self, rec: Launch, ptrs: Dict[str, int], stream: int) -> None:
+        """Queues rec on stream with the operand addresses in ptrs (keys:
+        y, x, packed, meta, workspace, bias) and ptrs["out"] as the out
+        flag; on a refused cooperative or clustered launch, queues the
+        fallback instead, then and from then on."""
+        with self._lock:
+            rec = self._refused.get(rec, rec)
+            if rec not in self._prepared:
+                for r in (rec, rec.fallback):
+                    if r is not None and r not in self._prepared:
+                        self._prepared[r] = _Prepared(self.function(r.module, r.entry), r)
+            code = self._queue(self._prepared[rec], ptrs, stream)
+            if code in (_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, _CUDA_ERROR_INVALID_CLUSTER_SIZE, _CUDA_ERROR_NOT_SUPPORTED) and rec.fallback is not None:
+                self._refused[rec] = rec.fallback
+                rec = rec.fallback
+                code = self._queue(self._prepared[rec], ptrs, stream)
+            self.driver.check(f"cuLaunchKernelEx({rec.entry})", code)
+
+    def _queue(self, p: _Prepared, ptrs: Dict[str, int], stream: int) -> int:
+        for slot, source in zip(p.slots, p.sources):
+            if source in ptrs:
+                slot.value = ptrs[source]
+        p.cfg.stream = stream
+        self.driver.set_current(self.ctx)
+        return self.driver.launch(p.fn, p.cfg, p.params)
+
+    def launch_decode(self, w: int, packed: int, meta: int, n: int, k: int, stream: int) -> None:
+        """Queues decode_ampere16: packed + meta back to the dense n × k
+        weight at w (grid ceil(n·k/16 / 256), block 256; decode.cuh)."""
+        with self._lock:
+            fn = self.function("kernels/ptx/sfsurgery.ptx", "decode_ampere16")
+            slots = [ctypes.c_void_p(w), ctypes.c_void_p(packed), ctypes.c_void_p(meta), ctypes.c_int(n), ctypes.c_int(k)]
+            params = (ctypes.c_void_p * 5)(*[ctypes.addressof(s) for s in slots])
+            blocks = (n * k // 16 + 255) // 256
+            self.driver.set_current(self.ctx)
+            code = self.driver.launch_plain(fn, (blocks, 1, 1), (256, 1, 1), 0, stream, params)
+            self.driver.check("cuLaunchKernel(decode_ampere16)", code)
+
+
+_DRIVER: Optional[Driver] = None
+_KERNELS: Dict[int, Kernels] = {}
+_LOCK = threading.Lock()
+
+
+def kernels(ordinal: int) -> Kernels:
+    """Returns the process's Kernels of a device ordinal, made once."""
+    global _DRIVER
+    with _LOCK:
+        k = _KERNELS.get(ordinal)
+        if k is None:
+            if _DRIVER is None:
+                _DRIVER = Driver()
+            k = Kernels(_DRIVER, ordinal)
+            _KERNELS[ordinal] = k
+        return k
+
+
+def device_properties(ordinal: int) -> Tuple[int, int, int, int]:
+    """Returns (SMs, opt-in shared memory per block, major, minor)."""
+    k = kernels(ordinal)
+    return k.sms, k.shared_optin, k.major, k.minor

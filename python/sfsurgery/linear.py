@@ -1,0 +1,132 @@
+"""SparseLinear: a projection whose weight is a 2:4 weight in PyTorch's
+CUTLASS layout, as `sfsurgery prune --format ampere` stores it.
+
+Its buffers are named as the checkpoint's tensors (packed, meta, shape,
+bias), so a state dict loads into it as is. What runs, per token count m
+(all tokens of the call):
+
+- m with a launch record in the module's table (decode sizes, m ≤ 64 on
+  the shapes planned): our decode kernel, reading packed + meta, output in
+  the activation dtype with the bias added in the kernel;
+- any other m (prefill), by `prefill`:
+  - "decode" (the default): the weight decoded to dense by our kernel into
+    a temporary of n·k elements, then torch's dense matmul. One weight copy
+    (56% of dense), and prefill a little slower than dense: the decode
+    reads 0.56 and writes 1.0 of the dense weight bytes per call.
+  - "cusparselt": `torch._cslt_sparse_mm` on a second, cuSPARSELt-
+    compressed copy made at `attach`: prefill faster than dense where
+    cuSPARSELt wins, at 56% more weight memory (112% of dense in all).
+"""
+
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+
+from . import ops
+from .errors import CheckpointError, RecordError
+from .records import Table
+
+PREFILL = ("decode", "cusparselt")
+
+
+class SparseLinear(nn.Module):
+    """y = x·Wᵀ + b with W n × k (out_features × in_features) stored as
+    packed [n][k/2] and meta (int16 [n][k/16])."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, dtype=torch.bfloat16, device=None):
+        super().__init__()
+        n, k = out_features, in_features
+        if n % 32 or k % 64 or n <= 0 or k <= 0:
+            raise CheckpointError(f"SparseLinear: a {n}x{k} weight; the kernels need n % 32 == 0 and k % 64 == 0")
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise CheckpointError(f"SparseLinear: {dtype}; the kernels take bfloat16 and float16")
+        self.in_features, self.out_features = k, n
+        # Buffers, not parameters: nothing here trains, and loaders keep a
+        # buffer's dtype (transformers turns loaded float parameters into
+        # ones that require grad).
+        self.register_buffer("packed", torch.empty((n, k // 2), dtype=dtype, device=device))
+        self.register_buffer("meta", torch.empty((n, k // 16), dtype=torch.int16, device=device))
+        self.register_buffer("shape", torch.tensor([[n], [k]], dtype=torch.int64, device=device))
+        self.register_buffer("bias", torch.empty((n,), dtype=dtype, device=device) if bias else None)
+        self.table_id: Optional[int] = None
+        self.max_tokens = 0
+        self.prefill = "decode"
+        self.cslt: Optional[torch.Tensor] = None
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+            f"dtype={self.packed.dtype}, kernels={'up to m=%d' % self.max_tokens if self.table_id is not None else 'none'}, "
+            f"prefill={self.prefill}"
+        )
+
+    def check_shape(self, where: str = "") -> None:
+        """Refuses a loaded shape tensor that disagrees with the module."""
+        got = [int(v) for v in self.shape.flatten().tolist()]
+        if got != [self.out_features, self.in_features]:
+            raise CheckpointError(f"{where or 'SparseLinear'}: shape tensor says {got}, the module is {self.out_features}x{self.in_features}")
+
+    def attach(self, table: Table, prefill: str = "decode") -> None:
+        """Registers the launch records for this module's device and picks
+        the prefill path (PREFILL). Call after the weights are on the GPU."""
+        if prefill not in PREFILL:
+            raise RecordError(f"prefill {prefill!r}: want one of {', '.join(PREFILL)}")
+        dt = {"bf16": torch.bfloat16, "f16": torch.float16}[table.dtype]
+        if dt != self.packed.dtype:
+            raise RecordError(f"launch records for {table.dtype}, the weight is {self.packed.dtype}")
+        n, k = self.out_features, self.in_features
+        per_m = table.launches.get((n, k), {})
+        self.table_id = ops.register(table, self.packed.device)
+        self.max_tokens = max(per_m) if per_m else 0
+        self.prefill = prefill
+        self.cslt = None
+        if prefill == "cusparselt":
+            self.cslt = torch._cslt_compress(ops.decode(self.packed, self.meta))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        m = x.numel() // max(x.shape[-1], 1)
+        if self.table_id is not None and 0 < m <= self.max_tokens and ops.table(self.table_id).lookup(self.out_features, self.in_features, m):
+            return ops.linear(x, self.packed, self.meta, self.bias, self.table_id)
+        if self.cslt is not None:
+            x2 = x.reshape(-1, self.in_features)
+            y = torch._cslt_sparse_mm(self.cslt, x2.t(), bias=self.bias, transpose_result=True)
+            return y.reshape(*x.shape[:-1], self.out_features)
+        return nn.functional.linear(x, ops.decode(self.packed, self.meta), self.bias)
+
+    @classmethod
+    def stack(cls, parts: Sequence["SparseLinear"]) -> "SparseLinear":
+        """Returns one module whose weight is the parts' stacked along n, in
+        order (q, k, v or gate, up), with the parts' biases stacked. The
+        meta of the stacked weight interleaves the parts': its stored words
+        are [k/32][n] as int32 (docs/formats.md §1.5)."""
+        k = parts[0].in_features
+        dt = parts[0].packed.dtype
+        if any(p.in_features != k or p.packed.dtype != dt or (p.bias is None) != (parts[0].bias is None) for p in parts):
+            raise CheckpointError("SparseLinear.stack: parts differ in in_features, dtype or bias")
+        n = sum(p.out_features for p in parts)
+        out = cls(k, n, bias=parts[0].bias is not None, dtype=dt, device=parts[0].packed.device)
+        with torch.no_grad():
+            out.packed.copy_(torch.cat([p.packed for p in parts], dim=0))
+            words = [p.meta.contiguous().view(-1).view(torch.int32).view(k // 32, p.out_features) for p in parts]
+            out.meta.copy_(torch.cat(words, dim=1).contiguous().view(torch.int16).view(n, k // 16))
+            if out.bias is not None:
+                out.bias.copy_(torch.cat([p.bias for p in parts]))
+        return out
+
+
+class SparseMLP(nn.Module):
+    """A LLaMA-family MLP, down(act(gate(x)) · up(x)), with gate and up
+    stacked into one SparseLinear (one launch instead of two)."""
+
+    def __init__(self, gate_up: SparseLinear, down_proj: nn.Module, act_fn: nn.Module):
+        super().__init__()
+        self.gate_up = gate_up
+        self.down_proj = down_proj
+        self.act_fn = act_fn
+        self.intermediate = gate_up.out_features // 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gu = self.gate_up(x)
+        g, u = gu.split(self.intermediate, dim=-1)
+        return self.down_proj(self.act_fn(g) * u)

@@ -1,0 +1,327 @@
+"""Launch records: the Go planner's decisions as data (docs/launch.md).
+
+`sfsurgery plan <checkpoint> --json` writes a launch document
+(schema "sfsurgery-launches/1"); `sfsurgery bench --policy` writes a policy
+(schema "sfsurgery-policy/2") whose ranges of our kernels carry the same
+records. This module parses either into a `Table` and checks every record
+against the contract, so that a record the kernels would misread is refused
+here, with what and where, instead of launched. It needs nothing beyond the
+standard library: the package's CPU tests run it in CI.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional, Tuple
+
+from .errors import RecordError
+
+LAUNCHES_SCHEMA = "sfsurgery-launches/1"
+POLICY_SCHEMA = "sfsurgery-policy/2"
+
+# The PTX modules records name, as repository paths, and their file names
+# in the package (sfsurgery/ptx/).
+MODULES = {
+    "kernels/ptx/sfsurgery.ptx": "sfsurgery.ptx",
+    "kernels/ptx/sfsurgery_sm90a.ptx": "sfsurgery_sm90a.ptx",
+}
+
+# Parameter sources (launchplan.Source) and the C types that go with them.
+POINTER_SOURCES = {
+    "y": ("void*",),
+    "x": ("const uint16_t*",),
+    "packed": ("const uint16_t*",),
+    "meta": ("const uint32_t*",),
+    "workspace": ("float*",),
+    "bias": ("const uint16_t*",),
+}
+VALUE_SOURCES = {"value": ("int",), "out": ("int",)}
+# Every source a record of the current kernels passes exactly once.
+REQUIRED_ONCE = ("y", "x", "packed", "meta", "workspace", "bias", "out")
+MAX_PARAMS = 16
+
+_ENTRY = re.compile(r"^gemv(?:_wg|_wg64|_hy)?(?:_pair)?_(bf16|f16)_t(1|2|4|8)_s(2|4)$")
+_DTYPES = {"BF16": "bf16", "F16": "f16"}
+_MAX_TOKENS = 64
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: its name, C type, source and literal value."""
+
+    name: str
+    c_type: str
+    source: str
+    value: int
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of a decode kernel (launchplan.Launch)."""
+
+    module: str
+    entry: str
+    grid: Tuple[int, int, int]
+    block: Tuple[int, int, int]
+    cluster: Tuple[int, int, int]
+    shared_bytes: int
+    cooperative: bool
+    counters: int
+    partials: int
+    params: Tuple[Param, ...]
+    fallback: Optional["Launch"]
+
+    @property
+    def dtype(self) -> str:
+        """The element type of the entry point: "bf16" or "f16"."""
+        return _ENTRY.match(self.entry).group(1)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The device limits records were planned for (launchplan.Limits)."""
+
+    sms: int
+    shared_per_block: int
+    shared_per_sm: int
+    warpgroup: bool
+
+
+@dataclass
+class Table:
+    """The records of one element type: launch per (n, k) and token count m.
+
+    `limits` is None for a policy, which names the GPU in `device` instead.
+    """
+
+    dtype: str
+    device: str
+    limits: Optional[Limits]
+    launches: Dict[Tuple[int, int], Dict[int, Launch]]
+
+    def lookup(self, n: int, k: int, m: int) -> Optional[Launch]:
+        """Returns the record for an n × k weight at m tokens, or None."""
+        return self.launches.get((n, k), {}).get(m)
+
+    def shapes(self):
+        """Returns the (n, k) shapes that have records, sorted."""
+        return sorted(self.launches)
+
+    def max_tokens(self, n: int, k: int) -> int:
+        """Returns the largest m with a record for (n, k), 0 for none."""
+        return max(self.launches.get((n, k), {0: None}))
+
+    def workspace(self) -> Tuple[int, int]:
+        """Returns the counters and partial sums one workspace shared by
+        every record (and fallback) of the table needs: counters rounded up
+        to a multiple of 4, so that the partial sums start 16-byte aligned
+        after them."""
+        counters = partials = 0
+        for per_m in self.launches.values():
+            for rec in per_m.values():
+                r = rec
+                while r is not None:
+                    counters = max(counters, r.counters)
+                    partials = max(partials, r.partials)
+                    r = r.fallback
+        return (counters + 3) // 4 * 4, partials
+
+
+def _where(where: str, key) -> str:
+    return f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]"
+
+
+def _get(obj, key, kind, where):
+    if not isinstance(obj, Mapping):
+        raise RecordError(f"{where}: want an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise RecordError(f"{where}: missing {key!r}")
+    v = obj[key]
+    if kind is int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise RecordError(f"{_where(where, key)}: want an integer, got {v!r}")
+    elif not isinstance(v, kind):
+        raise RecordError(f"{_where(where, key)}: want {kind.__name__}, got {v!r}")
+    return v
+
+
+def _dim3(obj, key, where, zero_ok=False):
+    v = _get(obj, key, list, where)
+    w = _where(where, key)
+    if len(v) != 3 or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+        raise RecordError(f"{w}: want three integers, got {v!r}")
+    if zero_ok and v == [0, 0, 0]:
+        return (0, 0, 0)
+    if any(x < 1 or x > (1 << 31) - 1 for x in v):
+        raise RecordError(f"{w}: {v!r} out of range")
+    return tuple(v)
+
+
+def parse_launch(obj, n: int, k: int, m: int, where: str, limits: Optional[Limits] = None, nested=False) -> Launch:
+    """Parses and checks one record for an n × k weight at m tokens."""
+    module = _get(obj, "module", str, where)
+    if module not in MODULES:
+        raise RecordError(f"{where}.module: {module!r} is not one of {sorted(MODULES)}")
+    entry = _get(obj, "entry", str, where)
+    if not _ENTRY.match(entry):
+        raise RecordError(f"{where}.entry: {entry!r} is not a decode kernel's entry point")
+    if ("sm90a" in module) != bool(re.match(r"^gemv_(wg|hy)", entry)):
+        raise RecordError(f"{where}: entry {entry} is not in module {module}")
+    grid = _dim3(obj, "grid", where)
+    block = _dim3(obj, "block", where)
+    if block[0] * block[1] * block[2] > 1024:
+        raise RecordError(f"{where}.block: {block} is more than 1024 threads")
+    cluster = _dim3(obj, "cluster", where, zero_ok=True)
+    if cluster != (0, 0, 0) and any(g % c for g, c in zip(grid, cluster)):
+        raise RecordError(f"{where}.cluster: {cluster} does not divide the grid {grid}")
+    shared = _get(obj, "shared_bytes", int, where)
+    if shared < 0 or (limits is not None and shared > limits.shared_per_block):
+        raise RecordError(f"{where}.shared_bytes: {shared} out of range")
+    coop = _get(obj, "cooperative", bool, where)
+    ws = _get(obj, "workspace", dict, where)
+    counters = _get(ws, "counters", int, where + ".workspace")
+    partials = _get(ws, "partials", int, where + ".workspace")
+    if counters < 0 or partials < 0 or (counters == 0) != (partials == 0):
+        raise RecordError(f"{where}.workspace: counters {counters}, partials {partials}")
+    raw = _get(obj, "params", list, where)
+    if not raw or len(raw) > MAX_PARAMS:
+        raise RecordError(f"{where}.params: {len(raw)} parameters")
+    params = []
+    seen = {}
+    for i, p in enumerate(raw):
+        pw = f"{where}.params[{i}]"
+        name = _get(p, "name", str, pw)
+        ctype = _get(p, "c_type", str, pw)
+        source = _get(p, "source", str, pw)
+        value = _get(p, "value", int, pw)
+        types = POINTER_SOURCES.get(source) or VALUE_SOURCES.get(source)
+        if types is None:
+            raise RecordError(f"{pw}: unknown source {source!r} (records from a newer sfsurgery?)")
+        if ctype not in types:
+            raise RecordError(f"{pw}: source {source} with C type {ctype!r}, want {types[0]}")
+        if not _INT32[0] <= value <= _INT32[1]:
+            raise RecordError(f"{pw}: value {value} is not a 32-bit int")
+        if source != "value":
+            if source in seen:
+                raise RecordError(f"{pw}: source {source} twice")
+            seen[source] = i
+        params.append(Param(name, ctype, source, value))
+    missing = [s for s in REQUIRED_ONCE if s not in seen]
+    if missing:
+        raise RecordError(
+            f"{where}.params: no {', '.join(missing)} parameter (records of an older sfsurgery: "
+            "plan again with this repository's sfsurgery)"
+        )
+    for name, want in (("M", m), ("N", n), ("K", k)):
+        got = [p.value for p in params if p.source == "value" and p.name == name]
+        if got != [want]:
+            raise RecordError(f"{where}.params: {name} = {got}, want [{want}] for this shape and m")
+    fallback = None
+    if "fallback" in obj and obj["fallback"] is not None:
+        if nested:
+            raise RecordError(f"{where}.fallback: a fallback has no fallback of its own")
+        fallback = parse_launch(obj["fallback"], n, k, m, where + ".fallback", limits, nested=True)
+    elif (coop or cluster != (0, 0, 0)) and not nested:
+        raise RecordError(f"{where}: a cooperative or clustered launch needs a fallback")
+    return Launch(module, entry, grid, block, cluster, shared, coop, counters, partials, tuple(params), fallback)
+
+
+def _limits(obj, where) -> Limits:
+    w = where + ".limits"
+    return Limits(
+        sms=_get(obj, "sms", int, w),
+        shared_per_block=_get(obj, "shared_per_block", int, w),
+        shared_per_sm=_get(obj, "shared_per_sm", int, w),
+        warpgroup=_get(obj, "warpgroup", bool, w),
+    )
+
+
+def _shape(entry, where) -> Tuple[int, int]:
+    n = _get(entry, "n", int, where)
+    k = _get(entry, "k", int, where)
+    if n < 32 or n % 32 or k < 64 or k % 64 or n > 1 << 30 or k > 1 << 30:
+        raise RecordError(f"{where}: shape {n}x{k} is not one of the decode kernels (n % 32, k % 64)")
+    return n, k
+
+
+def _add(table: Table, n: int, k: int, m: int, rec: Launch, where: str):
+    if rec.dtype != table.dtype:
+        raise RecordError(f"{where}: entry {rec.entry} for a {table.dtype} document")
+    per_m = table.launches.setdefault((n, k), {})
+    if m in per_m and per_m[m] != rec:
+        raise RecordError(f"{where}: a second, different record for {n}x{k} at m = {m}")
+    per_m[m] = rec
+
+
+def _token(obj, where) -> int:
+    m = _get(obj, "m", int, where)
+    if not 1 <= m <= _MAX_TOKENS:
+        raise RecordError(f"{where}.m: {m} is not 1…{_MAX_TOKENS}")
+    return m
+
+
+def parse(doc, where: str = "launches") -> Table:
+    """Parses a launch document or a policy (already decoded from JSON)."""
+    schema = _get(doc, "schema", str, where)
+    dt = _get(doc, "dtype", str, where)
+    if dt not in _DTYPES:
+        raise RecordError(f"{where}.dtype: {dt!r}, want BF16 or F16")
+    if schema == LAUNCHES_SCHEMA:
+        table = Table(_DTYPES[dt], _get(doc, "device", str, where), _limits(_get(doc, "limits", dict, where), where), {})
+        for i, s in enumerate(_get(doc, "shapes", list, where)):
+            sw = f"{where}.shapes[{i}]"
+            n, k = _shape(s, sw)
+            for j, at in enumerate(_get(s, "launches", list, sw)):
+                aw = f"{sw}.launches[{j}]"
+                m = _token(at, aw)
+                if at.get("launch") is None:
+                    continue  # the error says why there is none
+                _add(table, n, k, m, parse_launch(at["launch"], n, k, m, aw + ".launch", table.limits), aw)
+        return table
+    if schema == POLICY_SCHEMA:
+        table = Table(_DTYPES[dt], _get(doc, "gpu", str, where), None, {})
+        for i, e in enumerate(_get(doc, "entries", list, where)):
+            ew = f"{where}.entries[{i}]"
+            n, k = _shape(e, ew)
+            for j, r in enumerate(_get(e, "sparse", list, ew)):
+                rw = f"{ew}.sparse[{j}]"
+                if _get(r, "backend", str, rw) != "ours":
+                    continue
+                for q, at in enumerate(r.get("plans") or []):
+                    aw = f"{rw}.plans[{q}]"
+                    m = _token(at, aw)
+                    if at.get("launch") is None:
+                        continue
+                    _add(table, n, k, m, parse_launch(at["launch"], n, k, m, aw + ".launch"), aw)
+        return table
+    raise RecordError(f"{where}.schema: {schema!r}, want {LAUNCHES_SCHEMA} or {POLICY_SCHEMA}")
+
+
+def load(path: str) -> Table:
+    """Reads and parses a launch document or policy file."""
+    try:
+        with open(path, "rb") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise RecordError(f"{path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise RecordError(f"{path}: not JSON: {e}") from None
+    return parse(doc, where=path)
+
+
+def check_device(table: Table, sms: int, shared_per_block: int, major: int, minor: int, name: str) -> None:
+    """Refuses a table planned for other device limits than the GPU's."""
+    if table.limits is None:
+        # A policy: measured on the GPU it names.
+        if table.device != name:
+            raise RecordError(f"policy measured on {table.device}, this GPU is {name}: run `sfsurgery bench --policy` on it")
+        return
+    lim = table.limits
+    warpgroup = (major, minor) == (9, 0)
+    if lim.sms != sms or lim.shared_per_block != shared_per_block or lim.warpgroup != warpgroup:
+        raise RecordError(
+            f"launch records planned for {table.device} ({lim.sms} SMs, {lim.shared_per_block} B shared per block, "
+            f"warpgroup {lim.warpgroup}), this GPU is {name} ({sms} SMs, {shared_per_block} B, sm_{major}{minor}): "
+            "run `sfsurgery plan` on this GPU"
+        )

@@ -1,0 +1,182 @@
+"""Turning a transformers model into one that runs our kernels.
+
+`replace` swaps every pruned projection's nn.Linear for a SparseLinear
+before the weights load (the checkpoint's packed, meta, shape and bias
+tensors then load into its buffers by name); `finish` checks the loaded
+shapes, stacks gate and up per layer, finds the launch records and
+attaches them, once the weights are on the GPU. transformers' loader calls
+both through the quantizer (hf.py); `load` is from_pretrained with the
+quantizer registered.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from . import layout, records
+from .errors import CheckpointError, DeviceError, RecordError
+from .linear import SparseLinear, SparseMLP
+
+LAUNCHES_FILE = "sfsurgery-launches.json"
+POLICY_FILE = "sfsurgery-policy.json"
+ENV_LAUNCHES = "SFSURGERY_LAUNCHES"
+ENV_BIN = "SFSURGERY_BIN"
+ENV_PREFILL = "SFSURGERY_PREFILL"
+
+_TORCH_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def check_gpu(ordinal: Optional[int] = None) -> torch.device:
+    """Returns the CUDA device to serve on, or raises DeviceError saying why
+    there is none."""
+    if not torch.cuda.is_available():
+        raise DeviceError("no CUDA GPU: sfsurgery's kernels run on NVIDIA GPUs of compute capability 8.0 or newer")
+    i = torch.cuda.current_device() if ordinal is None else ordinal
+    major, minor = torch.cuda.get_device_capability(i)
+    if major < 8:
+        raise DeviceError(f"{torch.cuda.get_device_name(i)} is sm_{major}{minor}; the 2:4 kernels need sm_80 or newer")
+    return torch.device("cuda", i)
+
+
+def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent, _, leaf = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, leaf, module)
+
+
+def replace(model: nn.Module, modules: Sequence[layout.SparseModule]) -> None:
+    """Replaces each named nn.Linear of model by a SparseLinear of the same
+    shape, on the device the Linear's weight is on (meta while loading)."""
+    for sm in modules:
+        try:
+            lin = model.get_submodule(sm.name)
+        except AttributeError:
+            raise CheckpointError(f"{sm.name}: no such module in {type(model).__name__}") from None
+        if not isinstance(lin, nn.Linear):
+            raise CheckpointError(f"{sm.name}: a {type(lin).__name__}, not an nn.Linear")
+        if (lin.out_features, lin.in_features) != (sm.n, sm.k):
+            raise CheckpointError(
+                f"{sm.name}: the checkpoint's weight is {sm.n}x{sm.k}, the model's {lin.out_features}x{lin.in_features}"
+            )
+        if (lin.bias is not None) != (sm.bias is not None):
+            raise CheckpointError(f"{sm.name}: bias in the model {lin.bias is not None}, in the checkpoint {sm.bias is not None}")
+        _set_module(model, sm.name, SparseLinear(sm.k, sm.n, bias=sm.bias is not None, dtype=_TORCH_DTYPES[sm.dtype], device=lin.weight.device))
+
+
+def stack_mlps(model: nn.Module) -> List[str]:
+    """Replaces every MLP whose gate_proj and up_proj are SparseLinears with
+    one input size by a SparseMLP (gate and up stacked), and returns the
+    names of the MLPs stacked."""
+    done = []
+    for name, mod in list(model.named_modules()):
+        g, u, d = (getattr(mod, a, None) for a in ("gate_proj", "up_proj", "down_proj"))
+        if not (isinstance(g, SparseLinear) and isinstance(u, SparseLinear) and d is not None and hasattr(mod, "act_fn")):
+            continue
+        if g.in_features != u.in_features or g.out_features != u.out_features or (g.bias is None) != (u.bias is None):
+            continue
+        _set_module(model, name, SparseMLP(SparseLinear.stack([g, u]), d, mod.act_fn))
+        done.append(name)
+    return done
+
+
+def sparse_linears(model: nn.Module) -> Dict[str, SparseLinear]:
+    """Returns the model's SparseLinears by name."""
+    return {n: m for n, m in model.named_modules() if isinstance(m, SparseLinear)}
+
+
+def shapes(model: nn.Module) -> List[Tuple[int, int]]:
+    """Returns the distinct (n, k) the model's SparseLinears multiply."""
+    return sorted({(m.out_features, m.in_features) for m in sparse_linears(model).values()})
+
+
+def plan_command(path: str, need: Iterable[Tuple[int, int]], dtype: str) -> List[str]:
+    """Returns the sfsurgery plan command that writes the records for the
+    shapes in need."""
+    s = ",".join(f"{n}x{k}" for n, k in sorted(need))
+    return ["sfsurgery", "plan", "--shapes", s, "--dtype", dtype, "--json"]
+
+
+def find_table(path: str, need: Sequence[Tuple[int, int]], dtype: str, launches: Optional[str] = None) -> records.Table:
+    """Finds the launch records for the shapes in need: the file launches,
+    else $SFSURGERY_LAUNCHES, else sfsurgery-launches.json or
+    sfsurgery-policy.json in the checkpoint, else `sfsurgery plan` run for
+    the GPU at hand (sfsurgery from $SFSURGERY_BIN or PATH)."""
+    files = [launches, os.environ.get(ENV_LAUNCHES)]
+    if os.path.isdir(path):
+        files += [os.path.join(path, LAUNCHES_FILE), os.path.join(path, POLICY_FILE)]
+    cmd = plan_command(path, need, dtype)
+    for f in files:
+        if f and (f == launches or os.path.isfile(f)):
+            table = records.load(f)
+            break
+    else:
+        exe = os.environ.get(ENV_BIN) or shutil.which("sfsurgery")
+        if not exe:
+            raise RecordError(
+                f"{path}: no launch records: put sfsurgery on PATH, or run `{' '.join(cmd)} > {os.path.join(path, LAUNCHES_FILE)}` on this GPU"
+            )
+        try:
+            r = subprocess.run([exe] + cmd[1:], capture_output=True, text=True, timeout=300)
+        except OSError as e:
+            raise RecordError(f"{exe}: {e.strerror or e}") from None
+        if r.returncode != 0:
+            raise RecordError(f"{exe} plan: {(r.stderr.strip().splitlines() or ['exit %d' % r.returncode])[-1]}")
+        try:
+            table = records.parse(json.loads(r.stdout), where=f"{exe} plan")
+        except ValueError as e:
+            if isinstance(e, RecordError):
+                raise
+            raise RecordError(f"{exe} plan: output is not JSON: {e}") from None
+    if table.dtype != dtype:
+        raise RecordError(f"launch records for {table.dtype}, the checkpoint is {dtype}")
+    missing = [s for s in need if s not in table.launches]
+    if missing:
+        raise RecordError(
+            f"launch records of {table.device} have none for {', '.join('%dx%d' % s for s in missing)}: run `{' '.join(cmd)}`"
+        )
+    return table
+
+
+def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill: Optional[str] = None, stack: bool = True) -> records.Table:
+    """After the weights load: checks every SparseLinear's shape tensor,
+    stacks gate and up, and attaches the launch records (find_table) to
+    every SparseLinear with the prefill path (SparseLinear; default
+    $SFSURGERY_PREFILL, else "decode"). The model must be on the GPU."""
+    prefill = prefill or os.environ.get(ENV_PREFILL) or "decode"
+    linears = sparse_linears(model)
+    if not linears:
+        raise CheckpointError(f"{path}: no pruned projection in the model")
+    for name, lin in linears.items():
+        lin.check_shape(name)
+        if lin.packed.device.type != "cuda":
+            raise DeviceError(f"{name} is on {lin.packed.device}; the sparse kernels run on a CUDA GPU")
+    check_gpu(next(iter(linears.values())).packed.device.index)
+    if stack:
+        stack_mlps(model)
+    dtypes = {lin.packed.dtype for lin in sparse_linears(model).values()}
+    if len(dtypes) != 1:
+        raise CheckpointError(f"{path}: pruned projections of several dtypes {sorted(map(str, dtypes))}")
+    dt = {v: k for k, v in _TORCH_DTYPES.items()}[dtypes.pop()]
+    table = find_table(path, shapes(model), dt, launches)
+    for lin in sparse_linears(model).values():
+        lin.attach(table, prefill)
+    return table
+
+
+def load(path: str, device: Optional[int] = None, **kwargs):
+    """Loads an `sfsurgery prune --format ampere` output as a transformers
+    causal LM on the GPU: AutoModelForCausalLM.from_pretrained with
+    sfsurgery's quantizer registered and the device mapped. kwargs go to
+    from_pretrained."""
+    from transformers import AutoModelForCausalLM
+
+    from . import hf
+
+    hf.register()
+    dev = check_gpu(device)
+    layout.sparse_config(layout.read_config(path), os.path.join(path, "config.json"))
+    return AutoModelForCausalLM.from_pretrained(path, device_map=str(dev), **kwargs)
