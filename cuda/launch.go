@@ -7,7 +7,7 @@ import (
 )
 
 // MaxKernelParams bounds the parameters of a [Driver.Launch].
-const MaxKernelParams = 10
+const MaxKernelParams = 16
 
 // Dim3 is a grid, block or cluster size: x, y, z.
 type Dim3 [3]uint32
