@@ -168,6 +168,8 @@ func (d *Device) launchRecord(l launchplan.Launch, ops SparseOperands) error {
 			if l.Workspace != (launchplan.Workspace{}) { // else unused: null
 				args[i] = uint64(d.dec.work.ptr())
 			}
+		case launchplan.SourceBias, launchplan.SourceOut:
+			// null and 0: no bias, y of float32
 		case launchplan.SourceValue:
 			args[i] = cuda.Int32(p.Value)
 		default:

@@ -1,7 +1,10 @@
 // gemv.cuh: the decode-size 2:4 sparse product (M ≤ 64 tokens), reading
 // PyTorch's CUTLASS layout (packed + meta) exactly as stored.
 //
-//   Y[M][N] (f32) = X[M][K] · W[N][K]ᵀ,  W given as packed[N][K/2] + meta.
+//   Y[M][N] = X[M][K] · W[N][K]ᵀ (+ bias[N]),  W given as packed[N][K/2] + meta:
+//
+// summed in f32, the bias (if any) added to the sum, stored as f32 or
+// rounded to the element type (Out).
 //
 // At M ≤ 64 the product is memory-bound: its time is the weight bytes over
 // the memory bandwidth. The kernel streams the weight once, in long runs of
@@ -28,7 +31,8 @@
 // registers reached only about 55% of the copy bandwidth), plus the meta
 // of the stage. ST stages ring in shared memory; the main loop has no
 // CTA-wide barrier but the one per window of activations. With one slice
-// the results are stored.
+// the results are stored (store_sums: plus the bias where there is one, as
+// f32 or rounded to the element type).
 //
 // Several slices (split K), deterministically and in one launch: the first
 // warp of each row block (holding its block's sums of the slice) stores
@@ -36,10 +40,10 @@
 // draws a ticket from its row block's counter with one acq_rel atomic. The
 // warp that draws the last ticket adds the slices up in an order fixed by M
 // and the slice count (see reduce), whichever warp that is, so Y is
-// bit-identical from run to run; it stores Y with plain stores and puts the
-// counter back to 0 for the next launch. The counters (one u32 per row
-// block, zero between launches) lie just below W: row block rb's is
-// ((u32*)W)[-1-rb].
+// bit-identical from run to run; it stores Y with plain stores (as Out
+// says) and puts the counter back to 0 for the next launch. The counters
+// (one u32 per row block, zero between launches) lie just below W: row
+// block rb's is ((u32*)W)[-1-rb].
 //
 // Operand mapping: the natural one, as in spmm.cuh. The weight rows are
 // mma.sp's operand A (16 rows per mma), the tokens B (8 per mma), and
@@ -310,8 +314,70 @@ __device__ __forceinline__ void add4(float4& a, const float4& b) {
   a.w += b.w;
 }
 
+// Out is where a kernel's final sums go: y [M][N], 16-byte aligned, as f32
+// (kind 0) or as the element type T rounded to nearest even (kind 1), each
+// sum s of token m, row n stored as s + bias[n] where bias (N values of T)
+// is not null, else as s. kind and bias are the same for the whole
+// launch, so each branch on them is uniform. The split-K workspace takes
+// the partial sums as an Out of kind 0 without a bias, which is what a
+// float* converts to (the probes of tools/probes pass their f32 Y so).
+struct Out {
+  void* y;
+  const uint16_t* bias;
+  int kind;
+
+  __device__ __forceinline__ Out(float* f32) : y(f32), bias(nullptr), kind(0) {}
+  __device__ __forceinline__ Out(void* y_, const uint16_t* bias_, int kind_) : y(y_), bias(bias_), kind(kind_) {}
+
+  // at returns the address of element e of y.
+  __device__ __forceinline__ void* at(size_t e) const {
+    return kind == 0 ? static_cast<void*>(static_cast<float*>(y) + e) : static_cast<void*>(static_cast<uint16_t*>(y) + e);
+  }
+};
+
+// prefetch_bias asks for the bias of row block rb (32 values, in one or
+// two lines: lane 0 names the first, lane 1 the last) in L1, so that the
+// final stores, which load it only then, need not wait on DRAM for it.
+// Nothing without a bias.
+__device__ __forceinline__ void prefetch_bias(const Out& o, int rb, int lane) {
+  if (o.bias != nullptr && lane < 2) {
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(o.bias + 32 * rb + 31 * lane));
+  }
+}
+
+// bias4 returns the bias of rows n … n+3 of o (o.bias not null) as f32.
+template <typename T>
+__device__ __forceinline__ float4 bias4(const Out& o, int n) {
+  return make_float4(to_f32(T{}, o.bias[n]), to_f32(T{}, o.bias[n + 1]), to_f32(T{}, o.bias[n + 2]),
+                     to_f32(T{}, o.bias[n + 3]));
+}
+
+// put1 stores v, the final value (bias added) of element e of y, as o's
+// kind: f32, or rounded to T.
+template <typename T>
+__device__ __forceinline__ void put1(const Out& o, size_t e, float v) {
+  if (o.kind == 0) {
+    static_cast<float*>(o.y)[e] = v;
+  } else {
+    static_cast<uint16_t*>(o.y)[e] = round16(T{}, v);
+  }
+}
+
+// put4 is put1 of elements e … e+3 (e a multiple of 4: one 16-byte or
+// 8-byte store).
+template <typename T>
+__device__ __forceinline__ void put4(const Out& o, size_t e, const float4& v) {
+  if (o.kind == 0) {
+    *reinterpret_cast<float4*>(static_cast<float*>(o.y) + e) = v;
+  } else {
+    const uint64_t lo = round16x2(T{}, v.x, v.y), hi = round16x2(T{}, v.z, v.w);
+    *reinterpret_cast<uint64_t*>(static_cast<uint16_t*>(o.y) + e) = lo | hi << 32;
+  }
+}
+
 // reduce sums the partial sums of one warp's 32 weight rows (block rb) over
-// the S slices of the workspace W[S][M][N] and stores the sums to Y. Lane
+// the S slices of the workspace W[S][M][N] and stores the sums to o (the
+// bias added last, loaded once the partial sums are in). Lane
 // (grp = lane/8, c = lane%8) holds rows 32·rb + 4c .. +3 as one float4.
 // Every load of a batch is independent, so a batch costs one L2 round trip:
 //   - M ≥ 4: group grp sums tokens grp, grp+4, ... (2·NT of them) over the
@@ -321,12 +387,11 @@ __device__ __forceinline__ void add4(float4& a, const float4& b) {
 //     groups 1, 2, 3 in that order.
 // Either way the order of the additions depends only on M and S: the same
 // bits every run, whichever warp is last.
-template <int NT>
-__device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, int M, int N, int S, int rb,
-                                       int lane) {
+template <typename T, int NT>
+__device__ __forceinline__ void reduce(const Out& o, const float* W, int M, int N, int S, int rb, int lane) {
   const int grp = lane >> 3;
-  const float* w = W + 32 * rb + 4 * (lane & 7);
-  float* y = Y + 32 * rb + 4 * (lane & 7);
+  const int n0 = 32 * rb + 4 * (lane & 7);  // the lane's first row
+  const float* w = W + n0;
   const size_t plane = static_cast<size_t>(M) * N;  // one slice
   if (M >= 4) {
     constexpr int kTok = 2 * NT;  // tokens grp + 4t
@@ -356,10 +421,15 @@ __device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, in
         }
       }
     }
+    if (o.bias != nullptr) {
+      const float4 b = bias4<T>(o, n0);
+#pragma unroll
+      for (int t = 0; t < kTok; ++t) add4(sum[t], b);
+    }
 #pragma unroll
     for (int t = 0; t < kTok; ++t) {
       const int tok = grp + 4 * t;
-      if (tok < M) *reinterpret_cast<float4*>(y + static_cast<size_t>(tok) * N) = sum[t];
+      if (tok < M) put4<T>(o, static_cast<size_t>(tok) * N + n0, sum[t]);
     }
   } else {
     constexpr int kSB = 4;  // slices of this group per batch
@@ -385,30 +455,41 @@ __device__ __forceinline__ void reduce(float* __restrict__ Y, const float* W, in
         }
       }
     }
+    float4 b = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (o.bias != nullptr) b = bias4<T>(o, n0);
 #pragma unroll
     for (int t = 0; t < 3; ++t) {
 #pragma unroll
       for (int h = 1; h < 4; ++h) {
-        float4 o;
-        o.x = __shfl_sync(0xffffffffu, sum[t].x, lane + 8 * h);
-        o.y = __shfl_sync(0xffffffffu, sum[t].y, lane + 8 * h);
-        o.z = __shfl_sync(0xffffffffu, sum[t].z, lane + 8 * h);
-        o.w = __shfl_sync(0xffffffffu, sum[t].w, lane + 8 * h);
-        if (grp == 0) add4(sum[t], o);
+        float4 v;
+        v.x = __shfl_sync(0xffffffffu, sum[t].x, lane + 8 * h);
+        v.y = __shfl_sync(0xffffffffu, sum[t].y, lane + 8 * h);
+        v.z = __shfl_sync(0xffffffffu, sum[t].z, lane + 8 * h);
+        v.w = __shfl_sync(0xffffffffu, sum[t].w, lane + 8 * h);
+        if (grp == 0) add4(sum[t], v);
       }
-      if (grp == 0 && t < M) *reinterpret_cast<float4*>(y + static_cast<size_t>(t) * N) = sum[t];
+      if (o.bias != nullptr) add4(sum[t], b);
+      if (grp == 0 && t < M) put4<T>(o, static_cast<size_t>(t) * N + n0, sum[t]);
     }
   }
 }
 
-// store_sums stores a warp's sums of its 32 weight rows (block rb) to out,
-// in Y's [token][row] layout.
-template <int NT>
-__device__ __forceinline__ void store_sums(float* __restrict__ out, const float (&acc)[NT][2][4], int M, int N, int rb,
+// store_sums stores a warp's sums of its 32 weight rows (block rb) to o,
+// in Y's [token][row] layout: to Y, or as an Out of a float*, to the
+// workspace.
+template <typename T, int NT>
+__device__ __forceinline__ void store_sums(const Out& o, const float (&acc)[NT][2][4], int M, int N, int rb,
                                            int lane) {
   // d0, d1: row g, tokens 2·tig, 2·tig+1 of the n-tile; d2, d3: row g+8.
   const int g = lane >> 2;
   const int tig = lane & 3;
+  float b[2][2] = {};  // the bias of rows 16s + g + 8h of the block, where there is one
+  if (o.bias != nullptr) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) b[s][h] = to_f32(T{}, o.bias[32 * rb + 16 * s + g + 8 * h]);
+  }
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
 #pragma unroll
@@ -417,25 +498,33 @@ __device__ __forceinline__ void store_sums(float* __restrict__ out, const float 
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int tok = 8 * t + 2 * tig + (i & 1);
-        if (tok < M) out[static_cast<size_t>(tok) * N + row + 8 * (i >> 1)] = acc[t][s][i];
+        if (tok < M) {
+          float v = acc[t][s][i];
+          if (o.bias != nullptr) v += b[s][i >> 1];
+          put1<T>(o, static_cast<size_t>(tok) * N + row + 8 * (i >> 1), v);
+        }
       }
     }
   }
 }
 
 // finish stores a warp's sums of its 32 weight rows (block rb) for the
-// CTA's slice of K: to Y when the launch has one slice, else to the
+// CTA's slice of K: to o when the launch has one slice, else to the
 // workspace, after which the last slice of the row block to draw its
 // ticket, ctr[-1-rb], adds them all up (reduce). Both the mma.sp and the
 // warpgroup kernels end with it; ctr is (unsigned*)W but for the
 // warpgroup form's token groups.
-template <int NT>
-__device__ __forceinline__ void finish(float* __restrict__ Y, float* __restrict__ W, const float (&acc)[NT][2][4],
-                                       int M, int N, int rb, int lane, unsigned* ctr) {
+template <typename T, int NT>
+__device__ __forceinline__ void finish(const Out& o, float* __restrict__ W, const float (&acc)[NT][2][4], int M, int N,
+                                       int rb, int lane, unsigned* ctr) {
   // One slice: the sums are final. Several: this slice's part of them goes
-  // to the workspace, the same [token][row] layout as Y.
+  // to the workspace, f32 in the same [token][row] layout as Y.
   const int slices = gridDim.y;
-  store_sums<NT>(slices == 1 ? Y : W + static_cast<size_t>(blockIdx.y) * M * N, acc, M, N, rb, lane);
+  if (slices == 1) {
+    store_sums<T, NT>(o, acc, M, N, rb, lane);
+  } else {
+    store_sums<T, NT>(Out(W + static_cast<size_t>(blockIdx.y) * M * N), acc, M, N, rb, lane);
+  }
   SFS_GEMV_TRACE(4);
   if (slices == 1) return;
 
@@ -452,7 +541,7 @@ __device__ __forceinline__ void finish(float* __restrict__ Y, float* __restrict_
   ticket = __shfl_sync(0xffffffffu, ticket, 0);
   __syncwarp();
   if (ticket != static_cast<unsigned>(slices - 1)) return;
-  reduce<NT>(Y, W, M, N, slices, rb, lane);
+  reduce<T, NT>(o, W, M, N, slices, rb, lane);
   if (lane == 0) *counter = 0u;  // every slice has drawn its ticket
 }
 
@@ -493,7 +582,7 @@ __device__ __forceinline__ void bar_group(int id, int n) {
 }
 
 template <typename T, int NT, int SC>
-__device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __restrict__ X,
+__device__ __forceinline__ void kernel(const Out out, const uint16_t* __restrict__ X,
                                        const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
                                        float* __restrict__ W, int M, int N, int K, int xwin, int kw) {
   using S = Stage<SC>;
@@ -535,6 +624,7 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
   // stage X.
   const int rb = blockIdx.x * (warps / kw) + warp / kw;  // weight row block of this warp
   const bool active = rb < N / 32;
+  if (active && kq == 0) prefetch_bias(out, rb, lane);  // the warp that stores the block's sums
   const Copies<SC> cp(P, U, N, K, active ? rb : 0, c0, ring, lane);
 #pragma unroll
   for (int r = 0; r < ST - 1; ++r) {
@@ -645,7 +735,7 @@ __device__ __forceinline__ void kernel(float* __restrict__ Y, const uint16_t* __
     static_assert(kAcc * 32 * 4 <= ST * S::kBytes, "a warp's sums fit in its ring");
   }
 
-  finish<NT>(Y, W, acc, M, N, rb, lane, reinterpret_cast<unsigned*>(W));
+  finish<T, NT>(out, W, acc, M, N, rb, lane, reinterpret_cast<unsigned*>(W));
 }
 
 }  // namespace gemv

@@ -51,7 +51,7 @@ namespace gemv {
 // kernel_hy is the hybrid kernel: PAIR, the pair sum (clusters of (1, 2,
 // 1)), else the last slice's sum.
 template <typename T, int NT, int SC, bool PAIR>
-__device__ __forceinline__ void kernel_hy(float* __restrict__ Y, const uint16_t* __restrict__ X,
+__device__ __forceinline__ void kernel_hy(const Out out, const uint16_t* __restrict__ X,
                                           const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
                                           float* __restrict__ W, int M, int N, int K, int xwin) {
   using S = Stage<SC>;
@@ -116,7 +116,9 @@ __device__ __forceinline__ void kernel_hy(float* __restrict__ Y, const uint16_t*
   // The consumers: the activations (window 0), then warp w the stages w,
   // w+4, … in rounds of four; a window holds whole rounds (xw % (4·SC) ==
   // 0), and the next is queued when one starts and complete, for every
-  // warp, when it is reached.
+  // warp, when it is reached. Warp 0, which stores the sums, asks for the
+  // bias first.
+  if (warp == 0) prefetch_bias(out, rb, lane);
   stage_x(xs, X, K, c0, 0, xw, nc, rows, ts, warp, kC, lane);
   cp_async_commit();
   cp_async_wait<0>();
@@ -185,9 +187,9 @@ __device__ __forceinline__ void kernel_hy(float* __restrict__ Y, const uint16_t*
       }
   }
   if (PAIR) {
-    finish_pair<NT>(Y, acc, M, N, rb, lane, push, pbar);
+    finish_pair<T, NT>(out, acc, M, N, rb, lane, push, pbar);
   } else {
-    finish<NT>(Y, W, acc, M, N, rb, lane, reinterpret_cast<unsigned*>(W));
+    finish<T, NT>(out, W, acc, M, N, rb, lane, reinterpret_cast<unsigned*>(W));
   }
   SFS_GEMV_TRACE(5);
 }

@@ -91,7 +91,8 @@
 // this one has run it, WAIT holds the consumers until the grid before has
 // finished and its writes are visible. The producer's weight copies run
 // ahead of WAIT (the weights are read-only); X, Y, the workspace and the
-// counters are touched only after it. The product builds both to nothing
+// counters are touched only after it (the bias, read-only too, is
+// prefetched after it). The product builds both to nothing
 // (docs/kernels.md): PDL gained 1.1-2.2 µs a run only behind
 // another long-tailed product that triggers it, nothing behind a short
 // kernel (a norm) even one that triggers at once, and cuBLASLt's kernels,
@@ -312,15 +313,15 @@ __device__ __forceinline__ void stage_multiply_wg(float (&acc)[NT][2][4], uint32
 // sums, announces them on the block's arrival counter and waits until all
 // S have; then slice s adds up tokens [s·q, (s+1)·q) (q = ceil(M/S)) over
 // the S partial sums in slice order from zero, as reduce does from 4
-// tokens, and stores them; the last warp to leave (departure counter)
+// tokens, and stores them to o (the bias added last, loaded once the
+// partial sums are in); the last warp to leave (departure counter)
 // puts both counters back to 0. The counters: arrival ctr[-1-rb],
 // departure ctr[-1-rb-blocks] (ctr is (u32*)W but for token groups).
-template <int NT>
-__device__ __forceinline__ void finish_coop(float* __restrict__ Y, float* __restrict__ W,
-                                            const float (&acc)[NT][2][4], int M, int N, int rb, int lane,
-                                            unsigned* ctr) {
+template <typename T, int NT>
+__device__ __forceinline__ void finish_coop(const Out& o, float* __restrict__ W, const float (&acc)[NT][2][4], int M,
+                                            int N, int rb, int lane, unsigned* ctr) {
   const int S = gridDim.y, slice = blockIdx.y, blocks = N / 32;
-  store_sums<NT>(W + static_cast<size_t>(slice) * M * N, acc, M, N, rb, lane);
+  store_sums<T, NT>(Out(W + static_cast<size_t>(slice) * M * N), acc, M, N, rb, lane);
   __syncwarp();
   unsigned* arrive = ctr - 1 - rb;
   unsigned* depart = arrive - blocks;
@@ -334,8 +335,8 @@ __device__ __forceinline__ void finish_coop(float* __restrict__ Y, float* __rest
   __syncwarp();
   // Lane (tt = lane/8, c = lane%8): token t0 + tt + 4i, rows 32·rb + 4c .. +3.
   const int q = (M + S - 1) / S, t0 = slice * q, t1 = min(M, t0 + q);
-  const float* w = W + 32 * rb + 4 * (lane & 7);
-  float* y = Y + 32 * rb + 4 * (lane & 7);
+  const int n0 = 32 * rb + 4 * (lane & 7);
+  const float* w = W + n0;
   const size_t plane = static_cast<size_t>(M) * N;
   constexpr int kLoads = 32;
   for (int t = t0 + (lane >> 3); t < t1; t += 4) {
@@ -352,7 +353,8 @@ __device__ __forceinline__ void finish_coop(float* __restrict__ Y, float* __rest
         if (s0 + j < S) add4(sum, p[j]);
       }
     }
-    *reinterpret_cast<float4*>(y + static_cast<size_t>(t) * N) = sum;
+    if (o.bias != nullptr) add4(sum, bias4<T>(o, n0));
+    put4<T>(o, static_cast<size_t>(t) * N + n0, sum);
   }
   __syncwarp();
   if (lane == 0) {
@@ -370,12 +372,13 @@ __device__ __forceinline__ void finish_coop(float* __restrict__ Y, float* __rest
 // pushes its warp's sums into the slice-0 CTA's shared memory at buf with
 // asynchronous stores that complete on the mbarrier bar there, and leaves;
 // the slice-0 warp waits for them, adds them up as reduce does two slices
-// ((0 + slice 0) + slice 1: the same bits) and stores Y. No workspace, no
-// ticket, no trip through L2 but the stores of Y. Lane L's float4 (t, s)
-// is at buf + ((2t + s)·32 + L)·16: every store and load conflict-free.
-template <int NT>
-__device__ __forceinline__ void finish_pair(float* __restrict__ Y, float (&acc)[NT][2][4], int M, int N, int rb,
-                                            int lane, uint32_t buf, uint32_t bar) {
+// ((0 + slice 0) + slice 1: the same bits) and stores them to o. No
+// workspace, no ticket, no trip through L2 but the stores of Y. Lane L's
+// float4 (t, s) is at buf + ((2t + s)·32 + L)·16: every store and load
+// conflict-free.
+template <typename T, int NT>
+__device__ __forceinline__ void finish_pair(const Out& o, float (&acc)[NT][2][4], int M, int N, int rb, int lane,
+                                            uint32_t buf, uint32_t bar) {
   const uint32_t mine = buf + 16 * lane;
   if (cluster_rank() == 1) {
     cluster_wait();  // the slice-0 CTA's mbarriers are initialized
@@ -393,12 +396,12 @@ __device__ __forceinline__ void finish_pair(float* __restrict__ Y, float (&acc)[
   for (int t = 0; t < NT; ++t)
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-      float o[4];
-      lds128(mine + (2 * t + s) * 512, o[0], o[1], o[2], o[3]);
+      float v[4];
+      lds128(mine + (2 * t + s) * 512, v[0], v[1], v[2], v[3]);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[t][s][i] = (0.f + acc[t][s][i]) + o[i];
+      for (int i = 0; i < 4; ++i) acc[t][s][i] = (0.f + acc[t][s][i]) + v[i];
     }
-  store_sums<NT>(Y, acc, M, N, rb, lane);
+  store_sums<T, NT>(o, acc, M, N, rb, lane);
 }
 
 // kernel_wg is the warpgroup form's kernel. RB is the row blocks of a CTA:
@@ -410,7 +413,7 @@ __device__ __forceinline__ void finish_pair(float* __restrict__ Y, float (&acc)[
 // they ran 1-2% slower: docs/kernels.md); else mode 0 is the
 // last slice's sum, 1 the cooperative sum.
 template <typename T, int NT, int SC, int RB = kWgWarps, bool PAIR = false>
-__device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t* __restrict__ X,
+__device__ __forceinline__ void kernel_wg(Out out, const uint16_t* __restrict__ X,
                                           const uint16_t* __restrict__ P, const uint32_t* __restrict__ U,
                                           float* __restrict__ W, int M, int N, int K, int xwin, int mode) {
   static_assert(RB == 4 || RB == 2, "a CTA holds 4 or 2 row blocks");
@@ -430,7 +433,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
     // counters (2·N/32 words from ctr - z·2·N/32 down).
     const size_t first = static_cast<size_t>(blockIdx.z) * kTokens;
     X += first * K;
-    Y += first * N;
+    out.y = out.at(first * N);
     W += blockIdx.z * static_cast<size_t>(gridDim.y) * kTokens * N;
     ctr -= blockIdx.z * 2 * (N / 32);
     M = min(kTokens, M - static_cast<int>(first));
@@ -511,6 +514,7 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
   const int half = RB == 4 ? 0 : warp & 1;     // RB = 2: its 16-row half
   const int rb = blockIdx.x * RB + rbl;
   const bool active = rb < blocks;
+  if (active && half == 0) prefetch_bias(out, rb, lane);  // the warp that stores the block's sums
   Lane<NT> ln;  // A rows and meta as in gemv.cuh; B needs no lane addresses
   lane_a<SC>(ln, lane);
   // Half 1 multiplies with selector 0: lane L reads the meta word of lane
@@ -573,11 +577,11 @@ __device__ __forceinline__ void kernel_wg(float* __restrict__ Y, const uint16_t*
     for (int t = 0; t < NT; ++t) lds128(x + t * 512, acc[t][1][0], acc[t][1][1], acc[t][1][2], acc[t][1][3]);
   }
   if (PAIR) {
-    finish_pair<NT>(Y, acc, M, N, rb, lane, push + rbl * 1024 * NT, pbars + 8 * rbl);
+    finish_pair<T, NT>(out, acc, M, N, rb, lane, push + rbl * 1024 * NT, pbars + 8 * rbl);
   } else if (mode == 1 && gridDim.y > 1) {
-    finish_coop<NT>(Y, W, acc, M, N, rb, lane, ctr);
+    finish_coop<T, NT>(out, W, acc, M, N, rb, lane, ctr);
   } else {
-    finish<NT>(Y, W, acc, M, N, rb, lane, ctr);
+    finish<T, NT>(out, W, acc, M, N, rb, lane, ctr);
   }
   SFS_GEMV_TRACE(5);
 }

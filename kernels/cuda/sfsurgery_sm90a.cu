@@ -17,14 +17,15 @@
 
 // gemv_wg_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/128), slices), block
 // 160 (4 consumer warps, one row block each, and the producer), dynamic
-// shared memory 4·ST·Stage<SC>::kBytes + 1024 + B·xcap·8·NT·128 + 16·ST
+// shared memory 4·ST·Stage<SC>::kBytes + 1024 + nb·xcap·8·NT·128 + 16·ST
 // bytes with ST = Stage<SC>::kDepth,
 // cps = ceil(K/64 / slices) and, for xwin = 0 or xwin ≥ cps (the
 // slice's activations staged whole), xcap = cps rounded up to a multiple of
-// SC and B = 1, else (in windows of xwin chunks, a multiple of SC, through
-// two buffers) xcap = xwin and B = 2. The operands, the workspace and the
-// counters are those of gemv.cuh's entry points (sfsurgery.cu), and so is
-// the result, bit for bit. coop picks the split-K sum, each with the same
+// SC and nb = 1, else (in windows of xwin chunks, a multiple of SC, through
+// two buffers) xcap = xwin and nb = 2. The operands (Y, X, P, U, and the
+// bias B and output type out, the last two parameters), the workspace and
+// the counters are those of gemv.cuh's entry points (sfsurgery.cu), and so
+// is the result, bit for bit. coop picks the split-K sum, each with the same
 // bits: 0 the last slice's; 1 (several slices, M ≥ 4, every CTA resident
 // at once: a cooperative launch) the slices share it (finish_coop in
 // gemv_wg.cuh) and need 2·(N/32) counters below the workspace.
@@ -46,10 +47,10 @@
 // z-th such run below W (so 2·G·(N/32) counters in all).
 #define SFS_GEMV_WG(name, T, NT, SC, RB, PAIR)                                                              \
   extern "C" __global__ void __launch_bounds__(32 * (sfs::gemv::kWgWarps + 1))                              \
-      name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,           \
-           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin,               \
-           int coop) {                                                                                        \
-    sfs::gemv::kernel_wg<T, NT, SC, RB, PAIR>(Y, X, P, U, W, M, N, K, xwin, coop);                          \
+      name(void* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,            \
+           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin, int coop,     \
+           const uint16_t* __restrict__ B, int out) {                                                         \
+    sfs::gemv::kernel_wg<T, NT, SC, RB, PAIR>(sfs::gemv::Out(Y, B, out), X, P, U, W, M, N, K, xwin, coop);  \
   }
 #define SFS_GEMV_WG_SC(P, RB, PAIR, SC)                           \
   SFS_GEMV_WG(P##_bf16_t1_s##SC, sfs::BF16, 1, SC, RB, PAIR)  \
@@ -76,13 +77,14 @@ SFS_GEMV_WG_SC(gemv_wg64_pair, 2, true, 4)
 // gemv_hy_{bf16,f16}_t{1,2,4,8}_s{2,4}: the hybrid (gemv_hy.cuh) for CTAs
 // of one 32-row block: grid (N/32, slices), block 160 (4 consumer warps
 // and the producer), dynamic shared memory ST·Stage<SC>::kBytes +
-// B·4·(R+1)·(xw·32+4) + 16·ST + 3·1024·NT bytes with ST =
+// nb·4·(R+1)·(xw·32+4) + 16·ST + 3·1024·NT bytes with ST =
 // 4·Stage<SC>::kDepth, R = min(M, 8·NT) token rows and, for xwin = 0 or
-// xwin ≥ cps (the slice's activations staged whole), xw = cps and B = 1,
-// else (windows of xwin chunks, a multiple of 4·SC) xw = xwin and B = 2;
-// no token groups; coop ignored (the last slice's sum). Operands,
-// workspace, counters and result as gemv.cuh's entry points
-// (sfsurgery.cu), bit for bit those of gemv with 4 warps and kw = 4.
+// xwin ≥ cps (the slice's activations staged whole), xw = cps and nb = 1,
+// else (windows of xwin chunks, a multiple of 4·SC) xw = xwin and nb = 2;
+// no token groups; coop ignored (the last slice's sum). Operands (B and
+// out the last two parameters), workspace, counters and result as gemv.cuh's
+// entry points (sfsurgery.cu), bit for bit those of gemv with 4 warps and
+// kw = 4.
 //
 // gemv_hy_pair_*: the same for two slices launched as clusters of (1, 2,
 // 1), summed as a pair (finish_pair), the same bits as gemv_hy_* (which is
@@ -90,9 +92,10 @@ SFS_GEMV_WG_SC(gemv_wg64_pair, 2, true, 4)
 // of shared memory.
 #define SFS_GEMV_HY(name, T, NT, SC, PAIR)                                                                  \
   extern "C" __global__ void __launch_bounds__(32 * (sfs::gemv::kWgWarps + 1))                              \
-      name(float* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,           \
-           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin, int coop) { \
-    sfs::gemv::kernel_hy<T, NT, SC, PAIR>(Y, X, P, U, W, M, N, K, xwin);                                   \
+      name(void* __restrict__ Y, const uint16_t* __restrict__ X, const uint16_t* __restrict__ P,            \
+           const uint32_t* __restrict__ U, float* __restrict__ W, int M, int N, int K, int xwin, int coop,     \
+           const uint16_t* __restrict__ B, int out) {                                                         \
+    sfs::gemv::kernel_hy<T, NT, SC, PAIR>(sfs::gemv::Out(Y, B, out), X, P, U, W, M, N, K, xwin);            \
   }
 #define SFS_GEMV_HY_SC(P, PAIR, SC)                           \
   SFS_GEMV_HY(P##_bf16_t1_s##SC, sfs::BF16, 1, SC, PAIR)  \

@@ -25,8 +25,10 @@ const (
 // allows every entry point the opt-in maximum when it loads the module),
 // and launch it with cuLaunchKernelEx on Grid, Block and, where not zero,
 // Cluster, cooperatively if Cooperative, passing Params in order. Where
-// the driver refuses it, launch Fallback instead. TestLaunchRecords holds
-// the records of known plans.
+// the driver refuses it, launch Fallback instead. A record serves every
+// output type and bias: the caller passes its y (float32 or the element
+// type), its bias or null, and the out flag that says y's type.
+// TestLaunchRecords holds the records of known plans.
 type Launch struct {
 	// Module is the PTX file holding Entry: ModuleSM80 or ModuleSM90a.
 	Module string `json:"module"`
@@ -85,13 +87,13 @@ func (w Workspace) Bytes() int64 { return 4 * (int64(w.Counters) + w.Partials) }
 // Param is one kernel parameter of a launch.
 type Param struct {
 	// Name is the parameter's name in the CUDA source (kernels/cuda):
-	// Y, X, P, U, W, M, N, K, xwin, kw or coop.
+	// Y, X, P, U, W, M, N, K, xwin, kw or coop, B, out.
 	Name string `json:"name"`
-	// CType is its C type: "float*", "const uint16_t*", "const uint32_t*"
-	// or "int" (32 bits).
+	// CType is its C type: "void*", "float*", "const uint16_t*",
+	// "const uint32_t*" or "int" (32 bits).
 	CType string `json:"c_type"`
-	// Source says what to pass: the device address of an operand, or
-	// Value.
+	// Source says what to pass: the device address of an operand (null
+	// for a bias of none), the out flag, or Value.
 	Source Source `json:"source"`
 	// Value is the int to pass where Source is SourceValue, else 0.
 	Value int `json:"value"`
@@ -102,11 +104,13 @@ type Source string
 
 // The sources of kernel parameters.
 const (
-	SourceY         Source = "y"         // the f32 output y [m][n], 16-byte aligned
+	SourceY         Source = "y"         // the output y [m][n], float32 or the element type (as out says), 16-byte aligned
 	SourceX         Source = "x"         // the activations x [m][k] of the element type
 	SourcePacked    Source = "packed"    // the weight's kept values, packed [n][k/2]
 	SourceMeta      Source = "meta"      // the weight's meta, as stored (int16, n·k/16 values)
 	SourceWorkspace Source = "workspace" // the workspace's partial sums (Launch.Workspace), or null
+	SourceBias      Source = "bias"      // the bias b [n] in the element type, or null for none
+	SourceOut       Source = "out"       // 0 when y is float32, 1 when y is the element type: the caller's choice, as y's type
 	SourceValue     Source = "value"     // the literal Param.Value
 )
 
@@ -170,7 +174,7 @@ func (p Plan) launch(ty string, m, n, k int) Launch {
 		}
 	}
 	l.Params = []Param{
-		{Name: "Y", CType: "float*", Source: SourceY},
+		{Name: "Y", CType: "void*", Source: SourceY},
 		{Name: "X", CType: "const uint16_t*", Source: SourceX},
 		{Name: "P", CType: "const uint16_t*", Source: SourcePacked},
 		{Name: "U", CType: "const uint32_t*", Source: SourceMeta},
@@ -180,6 +184,8 @@ func (p Plan) launch(ty string, m, n, k int) Launch {
 		{Name: "K", CType: "int", Source: SourceValue, Value: k},
 		{Name: "xwin", CType: "int", Source: SourceValue, Value: p.WindowChunks},
 		last,
+		{Name: "B", CType: "const uint16_t*", Source: SourceBias},
+		{Name: "out", CType: "int", Source: SourceOut},
 	}
 	return l
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
@@ -15,10 +16,11 @@ import (
 
 // decodeParams returns the parameters of a decode entry point for m, n, k,
 // window xwin and last (kw for the mma.sp form, coop for the sm_90a
-// module's), in the order of the CUDA sources.
+// module's), in the order of the CUDA sources: the bias and the out flag
+// come after last.
 func decodeParams(m, n, k, xwin int, lastName string, last int) []Param {
 	return []Param{
-		{Name: "Y", CType: "float*", Source: SourceY},
+		{Name: "Y", CType: "void*", Source: SourceY},
 		{Name: "X", CType: "const uint16_t*", Source: SourceX},
 		{Name: "P", CType: "const uint16_t*", Source: SourcePacked},
 		{Name: "U", CType: "const uint32_t*", Source: SourceMeta},
@@ -28,6 +30,8 @@ func decodeParams(m, n, k, xwin int, lastName string, last int) []Param {
 		{Name: "K", CType: "int", Source: SourceValue, Value: k},
 		{Name: "xwin", CType: "int", Source: SourceValue, Value: xwin},
 		{Name: lastName, CType: "int", Source: SourceValue, Value: last},
+		{Name: "B", CType: "const uint16_t*", Source: SourceBias},
+		{Name: "out", CType: "int", Source: SourceOut},
 	}
 }
 
@@ -132,11 +136,17 @@ func TestLaunchJSON(t *testing.T) {
 		}
 	}
 	var params []map[string]any
-	if err := json.Unmarshal(keys["params"], &params); err != nil || len(params) != 10 {
+	if err := json.Unmarshal(keys["params"], &params); err != nil || len(params) != 12 {
 		t.Fatalf("params %v, %v", params, err)
 	}
-	if want := map[string]any{"name": "Y", "c_type": "float*", "source": "y", "value": 0.0}; !reflect.DeepEqual(params[0], want) {
-		t.Errorf("first parameter %v, want %v", params[0], want)
+	for i, want := range map[int]map[string]any{
+		0:  {"name": "Y", "c_type": "void*", "source": "y", "value": 0.0},
+		10: {"name": "B", "c_type": "const uint16_t*", "source": "bias", "value": 0.0},
+		11: {"name": "out", "c_type": "int", "source": "out", "value": 0.0},
+	} {
+		if !reflect.DeepEqual(params[i], want) {
+			t.Errorf("parameter %d: %v, want %v", i, params[i], want)
+		}
 	}
 	var ws map[string]any
 	if err := json.Unmarshal(keys["workspace"], &ws); err != nil || !reflect.DeepEqual(ws, map[string]any{"counters": 32.0, "partials": 2048.0}) {
@@ -195,6 +205,101 @@ func TestEntryPointsInPTX(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestLaunchBiasOut checks that the records of every kernel family, and
+// their fallbacks, end with the bias B and the out flag, in that order,
+// after the family's last parameter (kw for the mma.sp form, coop for the
+// sm_90a module's): the plans Choose makes with each family forced and
+// every candidate of the Llama-3 shapes, for both element types.
+func TestLaunchBiasOut(t *testing.T) {
+	type forced struct {
+		family string
+		m      int
+		o      Options
+	}
+	cases := []forced{
+		{"gemv", 1, Options{Warpgroup: -1}},
+		{"gemv", 64, Options{Warpgroup: -1, Slices: 4}},
+		{"gemv_wg", 17, Options{Warpgroup: 1, Rows: 128, Pair: -1, Slices: 2}},
+		{"gemv_wg", 64, Options{Cooperative: 1, Slices: 4}},
+		{"gemv_wg", 32, Options{TokenTiles: 2, ChunksPerStage: 4, Slices: 4}},
+		{"gemv_wg64", 8, Options{Rows: 64, Pair: -1, Slices: 3}},
+		{"gemv_wg_pair", 3, Options{Rows: 128, Pair: 1}},
+		{"gemv_wg64_pair", 16, Options{Rows: 64, Pair: 1}},
+		{"gemv_hy", 1, Options{Rows: 32, Pair: -1, Slices: 3}},
+		{"gemv_hy_pair", 1, Options{Rows: 32, Pair: 1}},
+	}
+	check := func(what string, l Launch) {
+		t.Helper()
+		for r := &l; r != nil; r = r.Fallback {
+			n := len(r.Params)
+			if n != 12 {
+				t.Errorf("%s: %s has %d parameters, want 12", what, r.Entry, n)
+				continue
+			}
+			last := "kw"
+			if r.Module == ModuleSM90a {
+				last = "coop"
+			}
+			if r.Params[n-3].Name != last {
+				t.Errorf("%s: %s: parameter %d is %s, want %s", what, r.Entry, n-3, r.Params[n-3].Name, last)
+			}
+			if b := r.Params[n-2]; b != (Param{Name: "B", CType: "const uint16_t*", Source: SourceBias}) {
+				t.Errorf("%s: %s: next to last parameter %+v, want the bias", what, r.Entry, b)
+			}
+			if o := r.Params[n-1]; o != (Param{Name: "out", CType: "int", Source: SourceOut}) {
+				t.Errorf("%s: %s: last parameter %+v, want the out flag", what, r.Entry, o)
+			}
+			if y := r.Params[0]; y != (Param{Name: "Y", CType: "void*", Source: SourceY}) {
+				t.Errorf("%s: %s: first parameter %+v, want y", what, r.Entry, y)
+			}
+		}
+	}
+	families := map[string]bool{}
+	for _, c := range cases {
+		lim := warpgroupLimits()
+		p, err := Choose(c.m, 1024, 4096, lim, c.o)
+		if err != nil {
+			t.Fatalf("%s m=%d %+v: %v", c.family, c.m, c.o, err)
+		}
+		if f := p.family(); f != c.family {
+			t.Fatalf("%s m=%d %+v: plan %v of family %s", c.family, c.m, c.o, p, f)
+		}
+		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
+			l, err := p.Launch(dt, c.m, 1024, 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(p.String(), l)
+			families[c.family] = true
+		}
+	}
+	for _, lim := range []Limits{h100Limits(), warpgroupLimits()} {
+		for _, s := range sweepShapes() {
+			for _, m := range []int{1, 3, 8, 17, 64} {
+				ps, err := Candidates(m, s.n, s.k, lim, Options{}, MaxCandidates)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range ps {
+					l, err := p.Launch(checkpoint.BF16, m, s.n, s.k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					check(p.String(), l)
+				}
+			}
+		}
+	}
+	for _, module := range []string{ModuleSM80, ModuleSM90a} {
+		for _, e := range EntryPoints(module) {
+			parts := strings.Split(e, "_") // family, element type, tiles, stages
+			if f := strings.Join(parts[:len(parts)-3], "_"); !families[f] {
+				t.Errorf("entry point %s: family %s not checked", e, f)
 			}
 		}
 	}
