@@ -146,7 +146,9 @@ func refused(l launchplan.Launch, err error) bool {
 }
 
 // launchRecord queues launch record l on the operands of ops: the
-// function of its entry point, its parameters built from their sources.
+// function of its entry point, its parameters built from their sources
+// (the bias null where ops has none, out 1 where y is of the element
+// type).
 // It runs with the context current and the mutex held.
 func (d *Device) launchRecord(l launchplan.Launch, ops SparseOperands) error {
 	fn, ok := d.dec.funcs[l.Entry]
@@ -168,8 +170,14 @@ func (d *Device) launchRecord(l launchplan.Launch, ops SparseOperands) error {
 			if l.Workspace != (launchplan.Workspace{}) { // else unused: null
 				args[i] = uint64(d.dec.work.ptr())
 			}
-		case launchplan.SourceBias, launchplan.SourceOut:
-			// null and 0: no bias, y of float32
+		case launchplan.SourceBias:
+			if ops.Bias != nil { // else none: null
+				args[i] = uint64(ops.Bias.ptr)
+			}
+		case launchplan.SourceOut:
+			if ops.elementY() {
+				args[i] = cuda.Int32(1)
+			}
 		case launchplan.SourceValue:
 			args[i] = cuda.Int32(p.Value)
 		default:

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
@@ -64,12 +63,7 @@ func TestGPUCopyFrom(t *testing.T) {
 // with the pair sum as the same plan with tickets.
 func runSparse(t testing.TB, d *Device, dt checkpoint.DType, w *weight, x *Buffer, m int, c sparseChoice) []float32 {
 	t.Helper()
-	if c.kernel == sparseDecode && os.Getenv("SFSURGERY_TEST_NO_PAIR") != "" {
-		// For compute-sanitizer's racecheck, which cannot follow the pair
-		// sum's st.async stores into another CTA's shared memory
-		// (tools/probes/racecheck_pair.cu): the same plan with tickets.
-		c.decode.Pair = -1
-	}
+	c = noPair(c)
 	y := poisoned(t, d, m*w.n)
 	defer freeAll(t, y)
 	if err := d.sparse("SparseMatmul", SparseOperands{Y: y, X: x, Packed: w.dPack, Meta: w.dMeta, DType: dt, M: m, N: w.n, K: w.k}, c); err != nil {

@@ -6,21 +6,53 @@ import (
 	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
-// SparseOperands are the operands of a sparse product y = x · Wᵀ, where
-// the weight W [N][K] is given in PyTorch's CUTLASS layout exactly as
-// stored: Packed [N][K/2] of DType and Meta (int16, N·K/16 values,
-// reordered); X is [M][K] of DType and Y float32 [M][N], all row-major.
-// Buffers may be larger than needed.
+// SparseOperands are the operands of a sparse product y = x · Wᵀ (+ b),
+// where the weight W [N][K] is given in PyTorch's CUTLASS layout exactly
+// as stored: Packed [N][K/2] of DType and Meta (int16, N·K/16 values,
+// reordered); X is [M][K] of DType and Y [M][N] float32 or, as YType
+// says, of DType, all row-major. Buffers may be larger than needed.
 type SparseOperands struct {
 	Y, X, Packed, Meta *Buffer
 	DType              checkpoint.DType // BF16 or F16
 	M, N, K            int              // tokens, weight rows, weight columns
+	// Bias, unless nil, holds b: N values of DType, added to every
+	// token's sums (y[m][n] = s + float32(b[n]), s the float32 sum).
+	Bias *Buffer
+	// YType is Y's element type: float32 (the zero value, or
+	// checkpoint.F32) or DType, each value rounded to nearest even from
+	// its float32 result. A Bias or a YType of DType needs M ≤
+	// launchplan.MaxTokens: only the decode kernels take them.
+	YType checkpoint.DType
 }
 
-// SparseMatmul computes op.Y = op.X · Wᵀ on the sparse tensor cores.
+// elementY reports whether ops asks for y in the element type.
+func (ops SparseOperands) elementY() bool { return ops.YType == ops.DType }
+
+// checkOutput validates the output type and bias of ops for op (the name
+// its errors carry), whose product runs on the decode kernels where
+// decode is set, and returns the bytes of one element of y.
+func (ops SparseOperands) checkOutput(op string, decode bool) (int, error) {
+	size := 4
+	switch ops.YType {
+	case "", checkpoint.F32:
+	case ops.DType:
+		size = 2
+	default:
+		return 0, argError("%s: y of type %v: float32 or the element type %v", op, ops.YType, ops.DType)
+	}
+	if !decode && (ops.Bias != nil || size == 2) {
+		return 0, argError("%s: a bias or a y of %v needs m ≤ %d (the decode kernels), not m = %d",
+			op, ops.DType, launchplan.MaxTokens, ops.M)
+	}
+	return size, nil
+}
+
+// SparseMatmul computes op.Y = op.X · Wᵀ (+ op.Bias) on the sparse tensor
+// cores.
 //
 // It needs N % 32 == 0 and K % 64 == 0 (the guards of the format); M is
-// any positive number. The launch is asynchronous.
+// any positive number, but at most launchplan.MaxTokens with a bias or y
+// of the element type. The launch is asynchronous.
 //
 // The kernel depends on M. Up to launchplan.MaxTokens (64) tokens, the
 // decode sizes where the product is bound by the weight bytes, a kernel
@@ -59,16 +91,24 @@ func (d *Device) sparse(op string, ops SparseOperands, c sparseChoice) error {
 	if err := checkSparse(op, n, k); err != nil {
 		return err
 	}
-	need, err := sizes([3]int{m, n, 4}, [3]int{m, k, 2}, [3]int{n, k, 1}, [3]int{n, k / 8, 1})
+	decode := c.kernel == sparseDecode || c.kernel == sparseAuto && m <= launchplan.MaxTokens
+	ySize, err := ops.checkOutput(op, decode)
+	if err != nil {
+		return err
+	}
+	need, err := sizes([3]int{m, n, ySize}, [3]int{m, k, 2}, [3]int{n, k, 1}, [3]int{n, k / 8, 1}, [3]int{n, 2, 1})
 	if err != nil {
 		return err
 	}
 	return d.do(func() error {
-		if err := d.operands(op, operand{ops.Y, "y", need[0]}, operand{ops.X, "x", need[1]},
-			operand{ops.Packed, "packed", need[2]}, operand{ops.Meta, "meta", need[3]}); err != nil {
+		in := []operand{{ops.Y, "y", need[0]}, {ops.X, "x", need[1]}, {ops.Packed, "packed", need[2]}, {ops.Meta, "meta", need[3]}}
+		if ops.Bias != nil {
+			in = append(in, operand{ops.Bias, "bias", need[4]})
+		}
+		if err := d.operands(op, in...); err != nil {
 			return err
 		}
-		if c.kernel == sparseDecode || c.kernel == sparseAuto && m <= launchplan.MaxTokens {
+		if decode {
 			return d.launchDecode(op, ops, c.decode, c.cand)
 		}
 		return d.launchTiled(ops)
