@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated command list in README.md")
+var update = flag.Bool("update", false, "rewrite the generated files: the command list in README.md, the Python package's golden launch document")
 
 const (
 	readmePath  = "../../README.md"

@@ -1,0 +1,48 @@
+"""Shared test fixtures: the repository's paths, a pruned checkpoint made
+by the sfsurgery binary, and launch documents as `sfsurgery plan` writes
+them."""
+
+import copy
+import json
+import os
+import subprocess
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
+TINY = os.path.join(REPO, "testdata", "tiny-llama-bf16")
+TINY_FP16 = os.path.join(REPO, "testdata", "tiny-llama-fp16")
+
+
+def sfsurgery_bin() -> str:
+    """The sfsurgery binary the tests run: $SFSURGERY_BIN (python/test.sh
+    builds it)."""
+    exe = os.environ.get("SFSURGERY_BIN")
+    if not exe or not os.access(exe, os.X_OK):
+        raise RuntimeError("set SFSURGERY_BIN to an sfsurgery binary (python/test.sh builds one)")
+    return exe
+
+
+_PRUNED = {}
+
+
+def pruned(src: str = TINY, fmt: str = "ampere") -> str:
+    """Prunes src once per test process and returns the output directory."""
+    key = (src, fmt)
+    if key not in _PRUNED:
+        out = os.path.join(tempfile.mkdtemp(prefix="sfsurgery-test-"), os.path.basename(src) + "-" + fmt)
+        subprocess.run([sfsurgery_bin(), "prune", src, "-o", out, "--format", fmt, "--quiet"], check=True)
+        _PRUNED[key] = out
+    return _PRUNED[key]
+
+
+def golden_launches() -> dict:
+    """`sfsurgery plan testdata/tiny-llama-bf16 --limits h100 --json`, as
+    committed (cmd/sfsurgery's TestPythonGoldenLaunches keeps it current)."""
+    with open(os.path.join(TESTDATA, "launches-tiny-h100.json")) as f:
+        return json.load(f)
+
+
+def first_record(doc: dict) -> dict:
+    """A deep copy of the first record of a launch document."""
+    return copy.deepcopy(doc["shapes"][0]["launches"][0]["launch"])

@@ -1,0 +1,183 @@
+"""Launch records: parsing, validation and lookup (CPU only)."""
+
+import copy
+import json
+import os
+import tempfile
+import unittest
+
+from fixtures import first_record, golden_launches
+
+from sfsurgery import records
+from sfsurgery.errors import RecordError
+
+
+class GoldenTest(unittest.TestCase):
+    """The records `sfsurgery plan` writes parse, and say what they say."""
+
+    def test_parse(self):
+        doc = golden_launches()
+        t = records.parse(doc)
+        self.assertEqual(t.dtype, "bf16")
+        self.assertEqual(t.limits, records.Limits(132, 232448, 233472, True))
+        want = {(s["n"], s["k"]) for s in doc["shapes"]}
+        self.assertEqual(set(t.shapes()), want)
+        for s in doc["shapes"]:
+            for at in s["launches"]:
+                rec = t.lookup(s["n"], s["k"], at["m"])
+                self.assertIsNotNone(rec, (s["n"], s["k"], at["m"]))
+                self.assertEqual(rec.entry, at["launch"]["entry"])
+                self.assertEqual(list(rec.grid), at["launch"]["grid"])
+                self.assertEqual([p.source for p in rec.params][-2:], ["bias", "out"])
+        self.assertIsNone(t.lookup(256, 256, 65))
+        self.assertIsNone(t.lookup(512, 256, 1))
+
+    def test_workspace_covers_every_record(self):
+        t = records.parse(golden_launches())
+        counters, partials = t.workspace()
+        self.assertEqual(counters % 4, 0)
+        seen = 0
+        for per_m in t.launches.values():
+            for rec in per_m.values():
+                for r in (rec, rec.fallback):
+                    if r is not None:
+                        self.assertLessEqual(r.counters, counters)
+                        self.assertLessEqual(r.partials, partials)
+                        seen += r.counters > 0
+        self.assertGreater(seen, 0, "the golden document has no split-K launch: the test proves nothing")
+
+    def test_policy(self):
+        doc = golden_launches()
+        s = doc["shapes"][0]
+        plans = [{"m": at["m"], "plan": at["plan"], "measured": False, "launch": at["launch"]} for at in s["launches"]]
+        policy = {
+            "schema": records.POLICY_SCHEMA,
+            "dtype": "BF16",
+            "gpu": "NVIDIA H100 80GB HBM3",
+            "entries": [
+                {"n": s["n"], "k": s["k"], "sparse": [
+                    {"min_m": 1, "max_m": 64, "backend": "ours", "speedup": 1.2, "plans": plans},
+                    {"min_m": 256, "max_m": 4096, "backend": "cusparselt", "speedup": 1.3},
+                ]},
+            ],
+        }
+        t = records.parse(policy)
+        self.assertIsNone(t.limits)
+        self.assertEqual(sorted(t.launches[(s["n"], s["k"])]), sorted(at["m"] for at in s["launches"]))
+        records.check_device(t, 132, 232448, 9, 0, "NVIDIA H100 80GB HBM3")
+        with self.assertRaisesRegex(RecordError, "policy measured on NVIDIA H100 80GB HBM3, this GPU is NVIDIA A100"):
+            records.check_device(t, 108, 166912, 8, 0, "NVIDIA A100")
+
+    def test_load_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "l.json")
+            with open(p, "w") as f:
+                json.dump(golden_launches(), f)
+            self.assertEqual(records.load(p).dtype, "bf16")
+            with open(p, "w") as f:
+                f.write("{not json")
+            with self.assertRaisesRegex(RecordError, "l.json: not JSON"):
+                records.load(p)
+            with self.assertRaisesRegex(RecordError, "missing.json"):
+                records.load(os.path.join(d, "missing.json"))
+
+
+def _mutate(path, value):
+    """Returns a function that sets (or, for value None, deletes) the
+    element at path of a record."""
+
+    def f(rec):
+        obj = rec
+        for key in path[:-1]:
+            obj = obj[key]
+        if value is None:
+            del obj[path[-1]]
+        else:
+            obj[path[-1]] = value
+
+    return f
+
+
+def _param(rec, source):
+    return next(i for i, p in enumerate(rec["params"]) if p["source"] == source)
+
+
+class InvalidRecordTest(unittest.TestCase):
+    """Every malformed record is refused with what and where."""
+
+    def test_table(self):
+        doc = golden_launches()
+        base = first_record(doc)
+        n, k, m = doc["shapes"][0]["n"], doc["shapes"][0]["k"], doc["shapes"][0]["launches"][0]["m"]
+        cases = [
+            ("unknown module", _mutate(["module"], "kernels/ptx/other.ptx"), r"\.module: 'kernels/ptx/other.ptx'"),
+            ("not an entry point", _mutate(["entry"], "spmm_bf16"), r"\.entry: 'spmm_bf16' is not a decode"),
+            ("entry in the other module", _mutate(["module"], "kernels/ptx/sfsurgery.ptx"), r"is not in module"),
+            ("short grid", _mutate(["grid"], [1, 1]), r"\.grid: want three integers"),
+            ("zero block", _mutate(["block"], [0, 1, 1]), r"\.block: \[0, 1, 1\] out of range"),
+            ("huge block", _mutate(["block"], [1024, 2, 1]), r"more than 1024 threads"),
+            ("string shared", _mutate(["shared_bytes"], "1"), r"\.shared_bytes: want an integer"),
+            ("shared over the limit", _mutate(["shared_bytes"], 300000), r"\.shared_bytes: 300000 out of range"),
+            ("bool as int", _mutate(["shared_bytes"], True), r"want an integer"),
+            ("no params", _mutate(["params"], None), r"missing 'params'"),
+            ("unknown source", lambda r: r["params"][0].update(source="z"), r"unknown source 'z'"),
+            ("wrong C type", lambda r: r["params"][_param(r, "y")].update(c_type="float*"), r"source y with C type 'float\*'"),
+            ("no bias", lambda r: r["params"].pop(_param(r, "bias")), r"no bias parameter \(records of an older sfsurgery"),
+            ("no out", lambda r: r["params"].pop(_param(r, "out")), r"no out parameter"),
+            ("x twice", lambda r: r["params"].append(dict(r["params"][_param(r, "x")])), r"source x twice"),
+            ("M of another m", lambda r: next(p for p in r["params"] if p["name"] == "M").update(value=m + 1), r"M = \[%d\], want \[%d\]" % (m + 1, m)),
+            ("N of another shape", lambda r: next(p for p in r["params"] if p["name"] == "N").update(value=n * 2), r"N = "),
+            ("value beyond int32", lambda r: next(p for p in r["params"] if p["name"] == "K").update(value=1 << 40), r"is not a 32-bit int"),
+            ("counters without partials", _mutate(["workspace", "partials"], 0), r"\.workspace: counters"),
+        ]
+        for name, mutate, want in cases:
+            with self.subTest(name):
+                rec = copy.deepcopy(base)
+                mutate(rec)
+                lim = records.Limits(132, 232448, 233472, True)
+                with self.assertRaisesRegex(RecordError, want):
+                    records.parse_launch(rec, n, k, m, "rec", lim)
+        # The unmutated record passes: the cases above fail for their cause.
+        records.parse_launch(copy.deepcopy(base), n, k, m, "rec", records.Limits(132, 232448, 233472, True))
+
+    def test_clusters_need_a_fallback(self):
+        doc = golden_launches()
+        for s in doc["shapes"]:
+            for at in s["launches"]:
+                rec = at["launch"]
+                if rec["cluster"] != [0, 0, 0] or rec["cooperative"]:
+                    del rec["fallback"]
+                    with self.assertRaisesRegex(RecordError, "needs a fallback"):
+                        records.parse_launch(rec, s["n"], s["k"], at["m"], "rec")
+                    return
+        self.fail("no clustered or cooperative record in the golden document")
+
+    def test_documents(self):
+        good = golden_launches()
+        cases = [
+            ("schema", lambda d: d.update(schema="sfsurgery-launches/0"), r"\.schema: 'sfsurgery-launches/0'"),
+            ("dtype", lambda d: d.update(dtype="F32"), r"\.dtype: 'F32'"),
+            ("dtype mismatch", lambda d: d.update(dtype="F16"), r"entry gemv\S*_bf16_\S* for a f16 document"),
+            ("shape", lambda d: d["shapes"][0].update(n=100), r"shapes\[0\]: shape 100x"),
+            ("m", lambda d: d["shapes"][0]["launches"][0].update(m=65), r"\.m: 65 is not"),
+            ("limits", lambda d: d["limits"].pop("sms"), r"limits: missing 'sms'"),
+            ("not an object", lambda d: d["shapes"].__setitem__(0, []), r"shapes\[0\]: want an object"),
+        ]
+        for name, mutate, want in cases:
+            with self.subTest(name):
+                doc = copy.deepcopy(good)
+                mutate(doc)
+                with self.assertRaisesRegex(RecordError, want):
+                    records.parse(doc)
+
+    def test_device_limits(self):
+        t = records.parse(golden_launches())
+        records.check_device(t, 132, 232448, 9, 0, "H100")
+        for args in [(108, 166912, 8, 0, "A100"), (132, 232448, 8, 9, "x"), (114, 232448, 9, 0, "H100 PCIe")]:
+            with self.subTest(args[-1]):
+                with self.assertRaisesRegex(RecordError, "run `sfsurgery plan` on this GPU"):
+                    records.check_device(t, *args)
+
+
+if __name__ == "__main__":
+    unittest.main()
