@@ -168,7 +168,7 @@ class _Prepared:
             a.val[0] = 1
             attrs.append(a)
         self.attrs = (_Attr * max(len(attrs), 1))(*attrs)
-        self.cfg.attrs = self.attrs
+        self.cfg.attrs = ctypes.cast(self.attrs, ctypes.POINTER(_Attr))
         self.cfg.nattrs = len(attrs)
         self.slots = []
         self.sources = []

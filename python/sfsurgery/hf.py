@@ -4,8 +4,8 @@ After `import sfsurgery`, `AutoModelForCausalLM.from_pretrained(dir,
 device_map="cuda")` on an `sfsurgery prune --format ampere` output builds
 the model, replaces each pruned projection by a SparseLinear before the
 weights load (the checkpoint's packed, meta, shape and bias tensors load
-into its buffers by name, dtypes kept), and after loading stacks gate and
-up per layer and attaches the launch records (serve.finish). The
+into its buffers by name, dtypes kept), and after loading stacks q, k, v
+and gate, up per layer and attaches the launch records (serve.finish). The
 quantizer is compileable, so generate() with a static cache compiles the
 decode step with CUDA graphs as for a dense model.
 

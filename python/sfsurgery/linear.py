@@ -78,7 +78,12 @@ class SparseLinear(nn.Module):
         n, k = self.out_features, self.in_features
         per_m = table.launches.get((n, k), {})
         self.table_id = ops.register(table, self.packed.device)
-        self.max_tokens = max(per_m) if per_m else 0
+        # The kernels serve m = 1 … max_tokens: every m up to it has a
+        # record (a policy may have ranges with gaps; above the first gap
+        # the prefill path serves).
+        self.max_tokens = 0
+        while self.max_tokens + 1 in per_m:
+            self.max_tokens += 1
         self.prefill = prefill
         self.cslt = None
         if prefill == "cusparselt":
@@ -86,7 +91,7 @@ class SparseLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         m = x.numel() // max(x.shape[-1], 1)
-        if self.table_id is not None and 0 < m <= self.max_tokens and ops.table(self.table_id).lookup(self.out_features, self.in_features, m):
+        if self.table_id is not None and 0 < m <= self.max_tokens:
             return ops.linear(x, self.packed, self.meta, self.bias, self.table_id)
         if self.cslt is not None:
             x2 = x.reshape(-1, self.in_features)
@@ -130,3 +135,19 @@ class SparseMLP(nn.Module):
         gu = self.gate_up(x)
         g, u = gu.split(self.intermediate, dim=-1)
         return self.down_proj(self.act_fn(g) * u)
+
+
+class Columns(nn.Module):
+    """Takes columns [start, end) of its input's last dimension: what the
+    q, k and v projections of an attention whose qkv is stacked return
+    from the stacked product (serve.stack_attention)."""
+
+    def __init__(self, start: int, end: int):
+        super().__init__()
+        self.start, self.end = start, end
+
+    def extra_repr(self) -> str:
+        return f"start={self.start}, end={self.end}"
+
+    def forward(self, qkv: torch.Tensor) -> torch.Tensor:
+        return qkv[..., self.start : self.end]

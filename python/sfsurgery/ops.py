@@ -109,7 +109,9 @@ def linear(x: torch.Tensor, packed: torch.Tensor, meta: torch.Tensor, bias: Opti
         "x": x2.data_ptr(),
         "packed": packed.data_ptr(),
         "meta": meta.data_ptr(),
-        "workspace": ws[1] if rec.counters else 0,
+        # Always the workspace: a record without one ignores it, and its
+        # fallback (launched if the driver refuses it) may need it.
+        "workspace": ws[1],
         "bias": bias.data_ptr() if bias is not None else 0,
         "out": 1,
     }

@@ -3,7 +3,7 @@
 `replace` swaps every pruned projection's nn.Linear for a SparseLinear
 before the weights load (the checkpoint's packed, meta, shape and bias
 tensors then load into its buffers by name); `finish` checks the loaded
-shapes, stacks gate and up per layer, finds the launch records and
+shapes, stacks q, k, v and gate, up per layer, finds the launch records and
 attaches them, once the weights are on the GPU. transformers' loader calls
 both through the quantizer (hf.py); `load` is from_pretrained with the
 quantizer registered.
@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import types
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
@@ -20,7 +21,7 @@ from torch import nn
 
 from . import layout, records
 from .errors import CheckpointError, DeviceError, RecordError
-from .linear import SparseLinear, SparseMLP
+from .linear import Columns, SparseLinear, SparseMLP
 
 LAUNCHES_FILE = "sfsurgery-launches.json"
 POLICY_FILE = "sfsurgery-policy.json"
@@ -79,6 +80,41 @@ def stack_mlps(model: nn.Module) -> List[str]:
         if g.in_features != u.in_features or g.out_features != u.out_features or (g.bias is None) != (u.bias is None):
             continue
         _set_module(model, name, SparseMLP(SparseLinear.stack([g, u]), d, mod.act_fn))
+        done.append(name)
+    return done
+
+
+def _qkv_forward(self, *args, **kwargs):
+    """An attention's forward with q, k and v stacked: the class's own
+    forward, given the stacked product in place of the hidden states, which
+    its q_proj, k_proj and v_proj (Columns) take apart. The hidden states
+    are used for nothing else there (LlamaAttention, MistralAttention,
+    Qwen2Attention: their shape, and the three projections)."""
+    if "hidden_states" in kwargs:
+        kwargs["hidden_states"] = self.qkv(kwargs["hidden_states"])
+    else:
+        args = (self.qkv(args[0]),) + args[1:]
+    return type(self).forward(self, *args, **kwargs)
+
+
+def stack_attention(model: nn.Module) -> List[str]:
+    """Stacks q, k and v of every attention whose three projections are
+    SparseLinears with one input size into one SparseLinear (qkv); the
+    attention's forward multiplies once and q_proj, k_proj and v_proj
+    become Columns of the product. Returns the attentions stacked."""
+    done = []
+    for name, mod in list(model.named_modules()):
+        parts = [getattr(mod, a, None) for a in ("q_proj", "k_proj", "v_proj")]
+        if not all(isinstance(p, SparseLinear) for p in parts):
+            continue
+        if len({(p.in_features, p.packed.dtype, p.bias is None) for p in parts}) != 1:
+            continue
+        mod.qkv = SparseLinear.stack(parts)
+        start = 0
+        for attr, p in zip(("q_proj", "k_proj", "v_proj"), parts):
+            setattr(mod, attr, Columns(start, start + p.out_features))
+            start += p.out_features
+        mod.forward = types.MethodType(_qkv_forward, mod)
         done.append(name)
     return done
 
@@ -143,7 +179,8 @@ def find_table(path: str, need: Sequence[Tuple[int, int]], dtype: str, launches:
 
 def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill: Optional[str] = None, stack: bool = True) -> records.Table:
     """After the weights load: checks every SparseLinear's shape tensor,
-    stacks gate and up, and attaches the launch records (find_table) to
+    stacks q, k, v and gate, up (as `sfsurgery plan --fuse` plans and
+    `bench --fuse` measures), and attaches the launch records (find_table) to
     every SparseLinear with the prefill path (SparseLinear; default
     $SFSURGERY_PREFILL, else "decode"). The model must be on the GPU."""
     prefill = prefill or os.environ.get(ENV_PREFILL) or "decode"
@@ -156,6 +193,7 @@ def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill:
             raise DeviceError(f"{name} is on {lin.packed.device}; the sparse kernels run on a CUDA GPU")
     check_gpu(next(iter(linears.values())).packed.device.index)
     if stack:
+        stack_attention(model)
         stack_mlps(model)
     dtypes = {lin.packed.dtype for lin in sparse_linears(model).values()}
     if len(dtypes) != 1:
