@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# serve.sh SHAPE [LAYERS]: the end-to-end serving benchmark (bench/serve.py)
+# of a synthetic checkpoint of a model shape (llama3-8b, llama3-70b; LAYERS
+# decoder layers, default the model's), dense against its ampere prune, on
+# the GPU at hand. Needs the sfsurgery binary ($SFSURGERY_BIN, default
+# sfsurgery on PATH), torch and transformers. Writes into $BENCH_DIR
+# (default a temporary directory, removed at the end) and the result to
+# ${OUT:-.}/serve-SHAPE[-LLAYERS].json. Extra arguments after LAYERS go to
+# serve.py (e.g. --batches 1,8).
+set -euo pipefail
+shape=${1:?usage: serve.sh SHAPE [LAYERS] [serve.py args]}
+layers=${2:-}
+shift $(( $# >= 2 ? 2 : 1 ))
+bin=${SFSURGERY_BIN:-sfsurgery}
+here=$(cd "$(dirname "$0")" && pwd)
+dir=${BENCH_DIR:-}
+if [[ -z $dir ]]; then
+	dir=$(mktemp -d)
+	trap 'rm -rf "$dir"' EXIT
+fi
+name=$shape${layers:+-${layers}l}
+dense=$dir/$name-dense sparse=$dir/$name-2of4
+export SFSURGERY_BIN=$bin
+[[ -d $dense ]] || "$bin" synth --shape "$shape" ${layers:+--layers "$layers"} --workers 8 -o "$dense"
+[[ -d $sparse ]] || "$bin" prune "$dense" -o "$sparse" --format ampere --quiet
+python3 "$here/serve.py" --sparse "$sparse" --dense "$dense" --label "$name" --out "${OUT:-.}/serve-$name.json" "$@"
