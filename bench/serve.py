@@ -8,21 +8,23 @@ compiles with torch.compile (mode reduce-overhead: CUDA graphs).
         [--batches 1,8,32,64] [--prompt 512] [--new 256]
 
 DIR_2of4 is `sfsurgery prune --format ampere` of DIR_DENSE (bench/serve.sh
-makes both). Per batch it measures, for each model in the same process:
+makes both). Both models are loaded at once; per batch it measures each,
+alternately (sparse, dense, dense, sparse; the best of the visits):
 time to first token (prefill and one token, eager), decode tokens/s (the
-rest), weight and peak GPU memory; and, with CUDA graphs, the time of one
-layer's projections at M = batch, dense (torch) and sparse (ours) — which
-gives the projections' share of a dense decode step and their speedup, and
-from those the Amdahl bound on the end-to-end speedup. The dense model's
-projections are then set to the pruned weights (decoded from DIR_2of4 by
+rest), and the working memory generate adds to the weights; and, with
+CUDA graphs, the time of one layer's projections at M = batch, dense
+(torch) and sparse (ours) — which gives the projections' share of a dense
+decode step and their speedup, and from those the Amdahl bound on the
+end-to-end speedup. The dense model's projections are then set to the
+pruned weights (decoded from DIR_2of4 by
 our kernel, the bytes of `sfsurgery prune --format dense`) to check the
 sparse model's logits on a teacher-forced prompt and its greedy tokens.
 """
 
 import argparse
-import gc
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -59,21 +61,23 @@ def projection_bytes(model):
     return total
 
 
-def generate_times(model, ids, new):
-    """(time to first token, decode tokens/s) of generate on ids."""
+def generate_times(model, ids, new, warm=2, reps=3):
+    """(time to first token, decode tokens/s, decode step time) of generate
+    on ids: the best of reps runs after warm ones (the first compiles and
+    records the CUDA graphs)."""
     gen = dict(do_sample=False, cache_implementation="static")
     b = ids.shape[0]
-    for _ in range(2):  # compile, record the CUDA graphs
+    for _ in range(warm):
         model.generate(ids, max_new_tokens=new, min_new_tokens=new, **gen)
     torch.cuda.synchronize()
     ttft = []
-    for _ in range(3):
+    for _ in range(reps):
         t0 = time.perf_counter()
         model.generate(ids, max_new_tokens=1, min_new_tokens=1, **gen)
         torch.cuda.synchronize()
         ttft.append(time.perf_counter() - t0)
     full = []
-    for _ in range(3):
+    for _ in range(reps):
         t0 = time.perf_counter()
         model.generate(ids, max_new_tokens=new, min_new_tokens=new, **gen)
         torch.cuda.synchronize()
@@ -127,19 +131,34 @@ def projection_time(mods, m, reps=50):
     return best
 
 
-def measure(model, batches, prompt, new, seed):
-    """Per batch: ttft, tokens/s, step time, peak memory, projection time."""
-    rows = {}
-    vocab = model.config.vocab_size
+def measure(models, batches, prompt, new, seed, order=("sparse", "dense", "dense", "sparse")):
+    """Per batch and model: time to first token, decode tokens/s and step
+    time (the best of the visits in order, both models loaded, so that a
+    drift of the GPU's clocks hits both), the working memory generate adds
+    to the weights at its peak, and the projections' time (CUDA graphs)."""
+    rows = {name: {} for name in models}
+    vocab = next(iter(models.values())).config.vocab_size
+    seen = set()
     for b in batches:
         ids = torch.randint(3, vocab, (b, prompt), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed + b))
-        torch.cuda.reset_peak_memory_stats()
-        ttft, tps, step = generate_times(model, ids, new)
-        peak = torch.cuda.max_memory_allocated()
-        proj = projection_time(layer_projections(model), b) * model.config.num_hidden_layers
-        rows[b] = dict(ttft_s=ttft, decode_tok_s=tps, step_s=step, peak_bytes=peak, projections_s=proj)
-        print(f"  batch {b}: ttft {ttft * 1e3:.1f} ms, decode {tps:.1f} tok/s, step {step * 1e3:.2f} ms, "
-              f"projections {proj * 1e3:.2f} ms, peak {peak / 2**30:.1f} GiB", flush=True)
+        for name in order:
+            model = models[name]
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            warm = 2 if (name, b) not in seen else 1
+            seen.add((name, b))
+            ttft, tps, step = generate_times(model, ids, new, warm=warm, reps=2)
+            work = torch.cuda.max_memory_allocated() - base
+            r = rows[name].setdefault(b, dict(ttft_s=ttft, decode_tok_s=tps, step_s=step, work_bytes=work, visits=[]))
+            r["visits"].append(dict(ttft_s=ttft, decode_tok_s=tps))
+            r["ttft_s"], r["decode_tok_s"] = min(r["ttft_s"], ttft), max(r["decode_tok_s"], tps)
+            r["step_s"], r["work_bytes"] = min(r["step_s"], step), max(r["work_bytes"], work)
+        for name, model in models.items():
+            r = rows[name][b]
+            r["projections_s"] = projection_time(layer_projections(model), b) * model.config.num_hidden_layers
+            print(f"  {name} batch {b}: ttft {r['ttft_s'] * 1e3:.1f} ms, decode {r['decode_tok_s']:.1f} tok/s "
+                  f"(visits {', '.join('%.1f' % v['decode_tok_s'] for v in r['visits'])}), step {r['step_s'] * 1e3:.2f} ms, "
+                  f"projections {r['projections_s'] * 1e3:.2f} ms, working memory {r['work_bytes'] / 2**30:.1f} GiB", flush=True)
     return rows
 
 
@@ -160,19 +179,82 @@ def set_pruned(dense, sparse_dir):
                         dense.get_submodule(mod).weight.copy_(w)
 
 
-def check(sparse, dense, prompt, seed):
-    """Teacher-forced logits (relative error) and greedy tokens (equal
-    prefix) of the sparse model against the dense pruned one."""
+def check(sparse, dense, seed, tokens=64):
+    """The sparse model against the dense pruned one: teacher-forced logits
+    of a sequence of `tokens` (≤ 64: every projection by our decode kernels;
+    a longer one would take the prefill path, the dense product itself) as
+    a relative error; greedy generation of 32 tokens from it, as the length
+    of the equal prefix; and where they part, the dense model's gap between
+    its two best logits there (random weights give near-ties)."""
     vocab = sparse.config.vocab_size
-    ids = torch.randint(3, vocab, (1, prompt), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed))
+    ids = torch.randint(3, vocab, (1, tokens), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed))
     with torch.no_grad():
         a = sparse(ids).logits.float()
         b = dense(ids).logits.float()
     rel = ((a - b).norm() / b.norm()).item()
-    g1 = sparse.generate(ids[:, :64], max_new_tokens=32, min_new_tokens=32, do_sample=False, disable_compile=True)[0, 64:]
-    g2 = dense.generate(ids[:, :64], max_new_tokens=32, min_new_tokens=32, do_sample=False, disable_compile=True)[0, 64:]
+    gen = dict(max_new_tokens=32, min_new_tokens=32, do_sample=False, disable_compile=True,
+               output_scores=True, return_dict_in_generate=True)
+    g1 = sparse.generate(ids, **gen).sequences[0, tokens:]
+    r2 = dense.generate(ids, **gen)
+    g2 = r2.sequences[0, tokens:]
     same = int((g1 == g2).long().cumprod(0).sum().item())
-    return rel, same
+    gap = None
+    if same < len(g2):
+        top = r2.scores[same][0].float().topk(2).values
+        gap = (top[0] - top[1]).item()
+    return rel, same, gap
+
+
+def prefill_cusparselt(sparse, batches, prompt, seed):
+    """Time to first token with SparseLinear's cuSPARSELt prefill (a second,
+    compressed copy of every weight), and the bytes of those copies; the
+    module goes back to the decode prefill after."""
+    lins = [m for m in sparse.modules() if isinstance(m, SparseLinear)]
+    table = ops.table(lins[0].table_id)
+    for m in lins:
+        m.attach(table, "cusparselt")
+    copies = sum(m.cslt.numel() * m.cslt.element_size() for m in lins)
+    vocab = sparse.config.vocab_size
+    res = dict(copy_bytes=copies, ttft_s={})
+    gen = dict(do_sample=False, cache_implementation="static", max_new_tokens=1, min_new_tokens=1)
+    for b in batches:
+        ids = torch.randint(3, vocab, (b, prompt), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed + b))
+        sparse.generate(ids, **gen)
+        best = float("inf")
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            sparse.generate(ids, **gen)
+            torch.cuda.synchronize()
+            best = min(best, time.perf_counter() - t0)
+        res["ttft_s"][b] = best
+        print(f"  cuSPARSELt prefill, batch {b}: ttft {best * 1e3:.1f} ms", flush=True)
+    ids = torch.randint(3, vocab, (1, prompt), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed))
+    with torch.no_grad():
+        a = sparse(ids).logits.float()
+        for m in lins:
+            m.attach(table, "decode")
+        b = sparse(ids).logits.float()
+    res["prefill_logits_rel_error_vs_decode"] = ((a - b).norm() / b.norm()).item()
+    print(f"  cuSPARSELt prefill logits ({prompt} tokens) against the decode prefill's: rel. error "
+          f"{res['prefill_logits_rel_error_vs_decode']:.2e}; copies {copies / 2**30:.2f} GiB", flush=True)
+    return res
+
+
+def reference(sparse, dense, seed, tokens=64):
+    """The noise floor of bf16 inference on this model: teacher-forced
+    logits of the sparse and of the dense (pruned) model, each against the
+    dense pruned model run in float32."""
+    vocab = sparse.config.vocab_size
+    ids = torch.randint(3, vocab, (1, tokens), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed))
+    with torch.no_grad():
+        a = sparse(ids).logits.float()
+        b = dense(ids).logits.float()
+        dense.float()
+        r = dense(ids).logits.float()
+        dense.to(torch.bfloat16)
+    rel = lambda x: ((x - r).norm() / r.norm()).item()  # noqa: E731
+    return dict(sparse_vs_f32=rel(a), dense_vs_f32=rel(b))
 
 
 def main():
@@ -185,37 +267,54 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--label", default="")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--cusparselt", action="store_true", help="also time prefill through cuSPARSELt (a second weight copy)")
+    ap.add_argument("--reference", action="store_true", help="also compare both models' logits with the dense model in float32")
     a = ap.parse_args()
     batches = [int(b) for b in a.batches.split(",")]
-    env = dict(gpu=torch.cuda.get_device_name(), driver=torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version") else "",
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True).stdout.split("\n")[0].strip()
+    except OSError:
+        driver = ""
+    env = dict(gpu=torch.cuda.get_device_name(), driver=driver,
                torch=torch.__version__, transformers=__import__("transformers").__version__,
                cuda=torch.version.cuda, sfsurgery_python=sfsurgery.__version__)
     out = dict(label=a.label, sparse=a.sparse, dense=a.dense, prompt=a.prompt, new=a.new, env=env)
 
-    print(f"sparse: {a.sparse}", flush=True)
+    for knob in ("recompile_limit", "cache_size_limit"):  # two models, several batch sizes
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 64)
     t0 = time.perf_counter()
     sparse = AutoModelForCausalLM.from_pretrained(a.sparse, device_map="cuda")
     out["sparse_load_s"] = time.perf_counter() - t0
-    out["sparse_weight_bytes"] = weight_bytes(sparse)
-    out["sparse_projection_bytes"] = projection_bytes(sparse)
-    out["sparse_rows"] = measure(sparse, batches, a.prompt, a.new, a.seed)
-    sparse.cpu()  # off the GPU while the dense model is timed
-    gc.collect()
-    torch.cuda.empty_cache()
-    torch._dynamo.reset()
-
-    print(f"dense: {a.dense}", flush=True)
     dense = AutoModelForCausalLM.from_pretrained(a.dense, device_map="cuda", dtype=torch.bfloat16)
-    out["dense_weight_bytes"] = weight_bytes(dense)
-    out["dense_projection_bytes"] = projection_bytes(dense)
-    out["dense_rows"] = measure(dense, batches, a.prompt, a.new, a.seed)
-    torch._dynamo.reset()
+    for name, m in (("sparse", sparse), ("dense", dense)):
+        out[f"{name}_weight_bytes"] = weight_bytes(m)
+        out[f"{name}_projection_bytes"] = projection_bytes(m)
+    print(f"weights: sparse {out['sparse_weight_bytes'] / 2**30:.2f} GiB, dense {out['dense_weight_bytes'] / 2**30:.2f} GiB; "
+          f"projections {out['sparse_projection_bytes'] / out['dense_projection_bytes']:.1%} of dense", flush=True)
+    rows = measure(dict(sparse=sparse, dense=dense), batches, a.prompt, a.new, a.seed)
+    out["sparse_rows"], out["dense_rows"] = rows["sparse"], rows["dense"]
+    if a.cusparselt:
+        try:
+            out["cusparselt"] = prefill_cusparselt(sparse, batches, a.prompt, a.seed)
+        except Exception as e:  # reported, and the rest still measured
+            out["cusparselt"] = dict(error=f"{type(e).__name__}: {e}")
+            print(f"  cuSPARSELt prefill: {out['cusparselt']['error']}", flush=True)
+            for m in sparse.modules():
+                if isinstance(m, SparseLinear):
+                    m.cslt, m.prefill = None, "decode"
 
     set_pruned(dense, a.sparse)
-    sparse.cuda()
-    rel, same = check(sparse, dense, a.prompt, a.seed)
-    out["logits_rel_error"], out["greedy_same_tokens"] = rel, same
-    print(f"teacher-forced logits rel. error {rel:.2e}; greedy: first {same} of 32 tokens the same", flush=True)
+    rel, same, gap = check(sparse, dense, a.seed)
+    out["logits_rel_error"], out["greedy_same_tokens"], out["greedy_gap_at_parting"] = rel, same, gap
+    print(f"teacher-forced logits (64 tokens) rel. error {rel:.2e}; greedy: first {same} of 32 tokens the same"
+          + (f" (dense top-2 logit gap where they part: {gap:.3g})" if gap is not None else ""), flush=True)
+
+    if a.reference:
+        out["reference"] = reference(sparse, dense, a.seed)
+        print(f"logits against the dense pruned model in float32: sparse {out['reference']['sparse_vs_f32']:.2e}, "
+              f"dense bf16 {out['reference']['dense_vs_f32']:.2e}", flush=True)
 
     rows = []
     for b in batches:
