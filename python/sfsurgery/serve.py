@@ -29,6 +29,12 @@ ENV_LAUNCHES = "SFSURGERY_LAUNCHES"
 ENV_BIN = "SFSURGERY_BIN"
 ENV_PREFILL = "SFSURGERY_PREFILL"
 
+# The model types whose attention and MLP forwards the stacking is written
+# for (transformers 5.x): the attention uses its hidden states only for
+# their shape and the q, k, v projections; the MLP is
+# down(act(gate(x)) · up(x)).
+STACKED_FAMILIES = ("llama", "mistral", "qwen2")
+
 _TORCH_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
@@ -179,8 +185,8 @@ def find_table(path: str, need: Sequence[Tuple[int, int]], dtype: str, launches:
 
 def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill: Optional[str] = None, stack: bool = True) -> records.Table:
     """After the weights load: checks every SparseLinear's shape tensor,
-    stacks q, k, v and gate, up (as `sfsurgery plan --fuse` plans and
-    `bench --fuse` measures), and attaches the launch records (find_table) to
+    stacks q, k, v and gate, up in the STACKED_FAMILIES (as `sfsurgery
+    plan --fuse` plans and `bench --fuse` measures), and attaches the launch records (find_table) to
     every SparseLinear with the prefill path (SparseLinear; default
     $SFSURGERY_PREFILL, else "decode"). The model must be on the GPU."""
     prefill = prefill or os.environ.get(ENV_PREFILL) or "decode"
@@ -192,7 +198,7 @@ def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill:
         if lin.packed.device.type != "cuda":
             raise DeviceError(f"{name} is on {lin.packed.device}; the sparse kernels run on a CUDA GPU")
     check_gpu(next(iter(linears.values())).packed.device.index)
-    if stack:
+    if stack and getattr(getattr(model, "config", None), "model_type", None) in STACKED_FAMILIES:
         stack_attention(model)
         stack_mlps(model)
     dtypes = {lin.packed.dtype for lin in sparse_linears(model).values()}
