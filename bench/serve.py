@@ -35,6 +35,10 @@ import sfsurgery  # noqa: E402  (registers the quantizer)
 from sfsurgery import SparseLinear, SparseMLP, layout, ops  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
+# SCHEMA names the layout of the JSON this writes (python/tests/test_docs.py
+# reads the committed ones).
+SCHEMA = "sfsurgery-serve/1"
+
 
 def weight_bytes(model):
     """Bytes of the model's parameters and persistent buffers."""
@@ -279,7 +283,7 @@ def main():
     env = dict(gpu=torch.cuda.get_device_name(), driver=driver,
                torch=torch.__version__, transformers=__import__("transformers").__version__,
                cuda=torch.version.cuda, sfsurgery_python=sfsurgery.__version__)
-    out = dict(label=a.label, sparse=a.sparse, dense=a.dense, prompt=a.prompt, new=a.new, env=env)
+    out = dict(schema=SCHEMA, label=a.label, sparse=a.sparse, dense=a.dense, prompt=a.prompt, new=a.new, env=env)
 
     for knob in ("recompile_limit", "cache_size_limit"):  # two models, several batch sizes
         if hasattr(torch._dynamo.config, knob):

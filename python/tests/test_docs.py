@@ -1,0 +1,38 @@
+"""The serving benchmark's committed results (docs/serve-*.json, written by
+bench/serve.py) are well-formed, and docs/serve-h100.md shows their
+figures (CPU only)."""
+
+import glob
+import json
+import os
+import unittest
+
+from fixtures import REPO
+
+DOCS = os.path.join(REPO, "docs")
+
+
+class ServeResultsTest(unittest.TestCase):
+    def test_results_in_the_document(self):
+        paths = sorted(glob.glob(os.path.join(DOCS, "serve-h100-*.json")))
+        self.assertGreaterEqual(len(paths), 2, "the H100 serving results are missing")
+        with open(os.path.join(DOCS, "serve-h100.md")) as f:
+            doc = f.read()
+        for p in paths:
+            with self.subTest(os.path.basename(p)):
+                with open(p) as f:
+                    r = json.load(f)
+                self.assertEqual(r["schema"], "sfsurgery-serve/1")
+                self.assertEqual(set(r["sparse_rows"]), set(r["dense_rows"]))
+                for b, s in r["sparse_rows"].items():
+                    d = r["dense_rows"][b]
+                    for v in (s["decode_tok_s"], d["decode_tok_s"]):
+                        self.assertIn(f"{v:.1f}", doc, f"batch {b}: {v:.1f} tok/s not in serve-h100.md")
+                    self.assertIn(f"**{s['decode_tok_s'] / d['decode_tok_s']:.2f}x**", doc, f"batch {b}: speedup")
+                ratio = r["sparse_projection_bytes"] / r["dense_projection_bytes"]
+                self.assertLessEqual(ratio, 0.57)
+                self.assertIn(f"{ratio:.1%}", doc)
+
+
+if __name__ == "__main__":
+    unittest.main()
