@@ -26,21 +26,35 @@ MODULES = {
     "kernels/ptx/sfsurgery_sm90a.ptx": "sfsurgery_sm90a.ptx",
 }
 
-# Parameter sources (launchplan.Source) and the C types that go with them.
-POINTER_SOURCES = {
-    "y": ("void*",),
-    "x": ("const uint16_t*",),
-    "packed": ("const uint16_t*",),
-    "meta": ("const uint32_t*",),
-    "workspace": ("float*",),
-    "bias": ("const uint16_t*",),
-}
-VALUE_SOURCES = {"value": ("int",), "out": ("int",)}
-# Every source a record of the current kernels passes exactly once.
-REQUIRED_ONCE = ("y", "x", "packed", "meta", "workspace", "bias", "out")
-MAX_PARAMS = 16
+# The parameter sources (launchplan.Source).
+SOURCES = ("y", "x", "packed", "meta", "workspace", "bias", "out", "value")
+_MAX_PARAMS = 16
 
-_ENTRY = re.compile(r"^gemv(?:_wg|_wg64|_hy)?(?:_pair)?_(bf16|f16)_t(1|2|4|8)_s(2|4)$")
+# The decode kernels' entry points per module (launchplan.EntryPoints).
+_FAMILIES = {
+    "kernels/ptx/sfsurgery.ptx": ("gemv",),
+    "kernels/ptx/sfsurgery_sm90a.ptx": ("gemv_wg", "gemv_wg64", "gemv_wg_pair", "gemv_wg64_pair", "gemv_hy", "gemv_hy_pair"),
+}
+_ENTRY = re.compile(r"^(gemv(?:_wg|_wg64|_hy)?(?:_pair)?)_(bf16|f16)_t(1|2|4|8)_s(2|4)$")
+
+# The decode kernels' parameters in order (kernels/cuda/sfsurgery.cu,
+# sfsurgery_sm90a.cu; launchplan.Plan.Launch): name, C type, source. The
+# tenth is kw in sfsurgery.ptx and coop in the sm_90a module.
+SIGNATURE = (
+    ("Y", "void*", "y"),
+    ("X", "const uint16_t*", "x"),
+    ("P", "const uint16_t*", "packed"),
+    ("U", "const uint32_t*", "meta"),
+    ("W", "float*", "workspace"),
+    ("M", "int", "value"),
+    ("N", "int", "value"),
+    ("K", "int", "value"),
+    ("xwin", "int", "value"),
+    (None, "int", "value"),
+    ("B", "const uint16_t*", "bias"),
+    ("out", "int", "out"),
+)
+
 _DTYPES = {"BF16": "bf16", "F16": "f16"}
 _MAX_TOKENS = 64
 _INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -75,7 +89,7 @@ class Launch:
     @property
     def dtype(self) -> str:
         """The element type of the entry point: "bf16" or "f16"."""
-        return _ENTRY.match(self.entry).group(1)
+        return _ENTRY.match(self.entry).group(2)
 
 
 @dataclass(frozen=True)
@@ -107,10 +121,6 @@ class Table:
     def shapes(self):
         """Returns the (n, k) shapes that have records, sorted."""
         return sorted(self.launches)
-
-    def max_tokens(self, n: int, k: int) -> int:
-        """Returns the largest m with a record for (n, k), 0 for none."""
-        return max(self.launches.get((n, k), {0: None}))
 
     def workspace(self) -> Tuple[int, int]:
         """Returns the counters and partial sums one workspace shared by
@@ -164,9 +174,10 @@ def parse_launch(obj, n: int, k: int, m: int, where: str, limits: Optional[Limit
     if module not in MODULES:
         raise RecordError(f"{where}.module: {module!r} is not one of {sorted(MODULES)}")
     entry = _get(obj, "entry", str, where)
-    if not _ENTRY.match(entry):
+    em = _ENTRY.match(entry)
+    if not em:
         raise RecordError(f"{where}.entry: {entry!r} is not a decode kernel's entry point")
-    if ("sm90a" in module) != bool(re.match(r"^gemv_(wg|hy)", entry)):
+    if em.group(1) not in _FAMILIES[module]:
         raise RecordError(f"{where}: entry {entry} is not in module {module}")
     grid = _dim3(obj, "grid", where)
     block = _dim3(obj, "block", where)
@@ -179,49 +190,62 @@ def parse_launch(obj, n: int, k: int, m: int, where: str, limits: Optional[Limit
     if shared < 0 or (limits is not None and shared > limits.shared_per_block):
         raise RecordError(f"{where}.shared_bytes: {shared} out of range")
     coop = _get(obj, "cooperative", bool, where)
+    if nested and (coop or cluster != (0, 0, 0)):
+        raise RecordError(f"{where}: a fallback is neither cooperative nor in clusters")
     ws = _get(obj, "workspace", dict, where)
     counters = _get(ws, "counters", int, where + ".workspace")
     partials = _get(ws, "partials", int, where + ".workspace")
     if counters < 0 or partials < 0 or (counters == 0) != (partials == 0):
         raise RecordError(f"{where}.workspace: counters {counters}, partials {partials}")
     raw = _get(obj, "params", list, where)
-    if not raw or len(raw) > MAX_PARAMS:
+    if not raw or len(raw) > _MAX_PARAMS:
         raise RecordError(f"{where}.params: {len(raw)} parameters")
     params = []
-    seen = {}
     for i, p in enumerate(raw):
         pw = f"{where}.params[{i}]"
         name = _get(p, "name", str, pw)
         ctype = _get(p, "c_type", str, pw)
         source = _get(p, "source", str, pw)
         value = _get(p, "value", int, pw)
-        types = POINTER_SOURCES.get(source) or VALUE_SOURCES.get(source)
-        if types is None:
+        if source not in SOURCES:
             raise RecordError(f"{pw}: unknown source {source!r} (records from a newer sfsurgery?)")
-        if ctype not in types:
-            raise RecordError(f"{pw}: source {source} with C type {ctype!r}, want {types[0]}")
         if not _INT32[0] <= value <= _INT32[1]:
             raise RecordError(f"{pw}: value {value} is not a 32-bit int")
-        if source != "value":
-            if source in seen:
-                raise RecordError(f"{pw}: source {source} twice")
-            seen[source] = i
         params.append(Param(name, ctype, source, value))
-    missing = [s for s in REQUIRED_ONCE if s not in seen]
-    if missing:
-        raise RecordError(
-            f"{where}.params: no {', '.join(missing)} parameter (records of an older sfsurgery: "
-            "plan again with this repository's sfsurgery)"
-        )
-    for name, want in (("M", m), ("N", n), ("K", k)):
-        got = [p.value for p in params if p.source == "value" and p.name == name]
-        if got != [want]:
-            raise RecordError(f"{where}.params: {name} = {got}, want [{want}] for this shape and m")
+    last = "kw" if module == "kernels/ptx/sfsurgery.ptx" else "coop"
+    want = [(n or last, c, src) for n, c, src in SIGNATURE]
+    have = [(p.name, p.c_type, p.source) for p in params]
+    if have != want:
+        sources = {p.source for p in params}
+        missing = [src for src in ("bias", "out") if src not in sources]
+        if missing:
+            raise RecordError(
+                f"{where}.params: no {', '.join(missing)} parameter (records of an older sfsurgery: "
+                "plan again with this repository's sfsurgery)"
+            )
+        for i in range(max(len(have), len(want))):
+            h = have[i] if i < len(have) else "none"
+            w = want[i] if i < len(want) else "none"
+            if h != w:
+                raise RecordError(f"{where}.params[{i}]: {h}, want {w}")
+    for name, v in (("M", m), ("N", n), ("K", k)):
+        got = next(p.value for p in params if p.name == name)
+        if got != v:
+            raise RecordError(f"{where}.params: {name} = {got}, want {v} for this shape and m")
+    tenth = params[9].value
+    if last == "coop" and tenth != int(coop):
+        raise RecordError(f"{where}.params: coop = {tenth} with cooperative {coop}")
+    if last == "kw" and tenth not in (1, 2, 4, 8):
+        raise RecordError(f"{where}.params: kw = {tenth}, want 1, 2, 4 or 8")
+    if coop and last == "kw":
+        raise RecordError(f"{where}: the mma.sp kernel has no cooperative form")
     fallback = None
     if "fallback" in obj and obj["fallback"] is not None:
         if nested:
             raise RecordError(f"{where}.fallback: a fallback has no fallback of its own")
         fallback = parse_launch(obj["fallback"], n, k, m, where + ".fallback", limits, nested=True)
+        if fallback.dtype != _ENTRY.match(entry).group(2):
+            raise RecordError(f"{where}.fallback: entry {fallback.entry} for a {entry} launch")
     elif (coop or cluster != (0, 0, 0)) and not nested:
         raise RecordError(f"{where}: a cooperative or clustered launch needs a fallback")
     return Launch(module, entry, grid, block, cluster, shared, coop, counters, partials, tuple(params), fallback)

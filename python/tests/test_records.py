@@ -121,11 +121,14 @@ class InvalidRecordTest(unittest.TestCase):
             ("bool as int", _mutate(["shared_bytes"], True), r"want an integer"),
             ("no params", _mutate(["params"], None), r"missing 'params'"),
             ("unknown source", lambda r: r["params"][0].update(source="z"), r"unknown source 'z'"),
-            ("wrong C type", lambda r: r["params"][_param(r, "y")].update(c_type="float*"), r"source y with C type 'float\*'"),
+            ("wrong C type", lambda r: r["params"][_param(r, "y")].update(c_type="float*"), r"params\[0\]: \('Y', 'float\*', 'y'\), want \('Y', 'void\*', 'y'\)"),
+            ("x and packed swapped", lambda r: r["params"].insert(1, r["params"].pop(2)), r"params\[1\]: \('P'"),
+            ("coop without the cooperative launch", lambda r: r["params"][9].update(value=1 - r["params"][9]["value"]), r"coop = \d with cooperative"),
+            ("entry of the other module", _mutate(["entry"], "gemv_bf16_t1_s2"), r"entry gemv_bf16_t1_s2 is not in module kernels/ptx/sfsurgery_sm90a.ptx"),
             ("no bias", lambda r: r["params"].pop(_param(r, "bias")), r"no bias parameter \(records of an older sfsurgery"),
             ("no out", lambda r: r["params"].pop(_param(r, "out")), r"no out parameter"),
-            ("x twice", lambda r: r["params"].append(dict(r["params"][_param(r, "x")])), r"source x twice"),
-            ("M of another m", lambda r: next(p for p in r["params"] if p["name"] == "M").update(value=m + 1), r"M = \[%d\], want \[%d\]" % (m + 1, m)),
+            ("x twice", lambda r: r["params"].append(dict(r["params"][_param(r, "x")])), r"params\[12\]: \('X'.*want none"),
+            ("M of another m", lambda r: next(p for p in r["params"] if p["name"] == "M").update(value=m + 1), r"M = %d, want %d" % (m + 1, m)),
             ("N of another shape", lambda r: next(p for p in r["params"] if p["name"] == "N").update(value=n * 2), r"N = "),
             ("value beyond int32", lambda r: next(p for p in r["params"] if p["name"] == "K").update(value=1 << 40), r"is not a 32-bit int"),
             ("counters without partials", _mutate(["workspace", "partials"], 0), r"\.workspace: counters"),
@@ -151,6 +154,28 @@ class InvalidRecordTest(unittest.TestCase):
                         records.parse_launch(rec, s["n"], s["k"], at["m"], "rec")
                     return
         self.fail("no clustered or cooperative record in the golden document")
+
+    def test_fallbacks(self):
+        doc = golden_launches()
+        for s in doc["shapes"]:
+            for at in s["launches"]:
+                rec = at["launch"]
+                if rec.get("fallback") is None:
+                    continue
+                n, k, m = s["n"], s["k"], at["m"]
+                for name, mutate, want in [
+                    ("cooperative fallback", lambda f: f.update(cooperative=True), r"a fallback is neither cooperative nor in clusters"),
+                    ("clustered fallback", lambda f: f.update(cluster=[1, 2, 1]), r"a fallback is neither cooperative nor in clusters"),
+                    ("fallback of another dtype", lambda f: f.update(entry=f["entry"].replace("_bf16_", "_f16_")), r"\.fallback: entry \S*_f16_\S* for a \S*_bf16_"),
+                    ("fallback of a fallback", lambda f: f.update(fallback=copy.deepcopy(f)), r"a fallback has no fallback of its own"),
+                ]:
+                    with self.subTest(name):
+                        r = copy.deepcopy(rec)
+                        mutate(r["fallback"])
+                        with self.assertRaisesRegex(RecordError, want):
+                            records.parse_launch(r, n, k, m, "rec")
+                return
+        self.fail("no record with a fallback in the golden document")
 
     def test_documents(self):
         good = golden_launches()
