@@ -66,7 +66,10 @@ class Driver:
             "cuDeviceGet": [ctypes.POINTER(i32), i32],
             "cuDeviceGetAttribute": [ctypes.POINTER(i32), i32, i32],
             "cuDevicePrimaryCtxRetain": [ctypes.POINTER(vp), i32],
+            "cuCtxGetCurrent": [ctypes.POINTER(vp)],
             "cuCtxSetCurrent": [vp],
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor": [ctypes.POINTER(i32), vp, i32, ctypes.c_size_t],
+            "cuOccupancyMaxActiveClusters": [ctypes.POINTER(i32), vp, ctypes.POINTER(_Config)],
             "cuModuleLoadData": [ctypes.POINTER(vp), ctypes.c_char_p],
             "cuModuleGetFunction": [ctypes.POINTER(vp), vp, ctypes.c_char_p],
             "cuFuncSetAttribute": [vp, i32, i32],
@@ -98,23 +101,45 @@ class Driver:
         self.check("cuDriverGetVersion", self._lib.cuDriverGetVersion(ctypes.byref(v)))
         return v.value
 
+    def device(self, ordinal: int) -> int:
+        """Returns the CUdevice of a device ordinal."""
+        dev = ctypes.c_int()
+        self.check("cuDeviceGet", self._lib.cuDeviceGet(ctypes.byref(dev), ordinal))
+        return dev.value
+
     def attribute(self, dev: int, attr: int) -> int:
-        """Returns a device attribute."""
+        """Returns an attribute of a CUdevice."""
         v = ctypes.c_int()
         self.check("cuDeviceGetAttribute", self._lib.cuDeviceGetAttribute(ctypes.byref(v), attr, dev))
         return v.value
 
-    def primary_context(self, ordinal: int) -> int:
-        """Retains and returns device ordinal's primary context."""
-        dev = ctypes.c_int()
-        self.check("cuDeviceGet", self._lib.cuDeviceGet(ctypes.byref(dev), ordinal))
+    def primary_context(self, dev: int) -> int:
+        """Retains and returns a CUdevice's primary context."""
         ctx = ctypes.c_void_p()
-        self.check("cuDevicePrimaryCtxRetain", self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev.value))
+        self.check("cuDevicePrimaryCtxRetain", self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
         return ctx.value
+
+    def current(self) -> int:
+        """Returns the calling thread's current context (0 for none)."""
+        ctx = ctypes.c_void_p()
+        self.check("cuCtxGetCurrent", self._lib.cuCtxGetCurrent(ctypes.byref(ctx)))
+        return ctx.value or 0
 
     def set_current(self, ctx: int) -> None:
         """Makes ctx the calling thread's current context."""
         self.check("cuCtxSetCurrent", self._lib.cuCtxSetCurrent(ctx))
+
+    def blocks_per_sm(self, fn: int, threads: int, shared: int) -> Tuple[int, int]:
+        """Returns (how many CTAs of fn fit on one SM at once, the CUresult)."""
+        v = ctypes.c_int()
+        code = self._lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(v), fn, threads, shared)
+        return v.value, code
+
+    def active_clusters(self, fn: int, cfg: "_Config") -> Tuple[int, int]:
+        """Returns (clusters of cfg that fit at once, the CUresult)."""
+        v = ctypes.c_int()
+        code = self._lib.cuOccupancyMaxActiveClusters(ctypes.byref(v), fn, ctypes.byref(cfg))
+        return v.value, code
 
     def load(self, image: bytes, what: str) -> int:
         """JIT-compiles a NUL-terminated PTX image into a module."""
@@ -182,24 +207,27 @@ class _Prepared:
 
 
 class Kernels:
-    """The decode kernels loaded on one device: modules, entry points, the
-    shared split-K workspace, and the records prepared for launching."""
+    """The decode kernels loaded on one device: modules, entry points, and
+    the records prepared for launching."""
 
     def __init__(self, driver: Driver, ordinal: int):
         self.driver = driver
         self.ordinal = ordinal
-        self.major = driver.attribute(ordinal, _ATTR_MAJOR)
-        self.minor = driver.attribute(ordinal, _ATTR_MINOR)
+        dev = driver.device(ordinal)
+        self.major = driver.attribute(dev, _ATTR_MAJOR)
+        self.minor = driver.attribute(dev, _ATTR_MINOR)
         if self.major < 8:
             raise DeviceError(f"GPU {ordinal} is sm_{self.major}{self.minor}; the 2:4 kernels need sm_80 or newer")
-        self.sms = driver.attribute(ordinal, _ATTR_SMS)
-        self.shared_optin = driver.attribute(ordinal, _ATTR_SHARED_OPTIN)
-        self.ctx = driver.primary_context(ordinal)
+        self.sms = driver.attribute(dev, _ATTR_SMS)
+        self.shared_optin = driver.attribute(dev, _ATTR_SHARED_OPTIN)
+        self.ctx = driver.primary_context(dev)
         self._lock = threading.Lock()
         self._modules: Dict[str, int] = {}
         self._functions: Dict[str, int] = {}
-        self._prepared: Dict[Launch, _Prepared] = {}
-        self._refused: Dict[Launch, Launch] = {}
+        # Keyed by id(record): records live as long as their table, which
+        # ops keeps for the process.
+        self._prepared: Dict[int, _Prepared] = {}
+        self._use: Dict[int, Launch] = {}
 
     def module(self, path: str) -> int:
         """Returns the loaded module of a record's module path."""
@@ -214,8 +242,8 @@ class Kernels:
                 image = f.read() + b"\0"
         except OSError as e:
             raise DeviceError(f"{file}: {e.strerror or e} (the package ships the repository's kernels/ptx)") from None
-        self.driver.set_current(self.ctx)
-        mod = self.driver.load(image, file)
+        with self.current():
+            mod = self.driver.load(image, file)
         self._modules[path] = mod
         return mod
 
@@ -230,37 +258,78 @@ class Kernels:
             self._functions[key] = fn
         return fn
 
+    def current(self):
+        """A context manager making the device's primary context current and
+        putting the thread's previous one back after."""
+        return _Current(self.driver, self.ctx)
+
+    def _fits(self, p: _Prepared) -> bool:
+        """Reports whether the device takes p's cooperative launch (every
+        CTA resident at once) and its clusters: occupancy queries, so the
+        choice of a fallback is made before any graph capture."""
+        rec = p.rec
+        if rec.cooperative:
+            per_sm, code = self.driver.blocks_per_sm(p.fn, rec.block[0] * rec.block[1] * rec.block[2], rec.shared_bytes)
+            if code == 0 and per_sm * self.sms < rec.grid[0] * rec.grid[1] * rec.grid[2]:
+                return False
+        if rec.cluster != (0, 0, 0):
+            n, code = self.driver.active_clusters(p.fn, p.cfg)
+            if code in (_CUDA_ERROR_INVALID_CLUSTER_SIZE, _CUDA_ERROR_NOT_SUPPORTED) or (code == 0 and n < 1):
+                return False
+        # A query that failed otherwise decides nothing: the launch itself
+        # still falls back where the driver refuses it.
+        return True
+
     def prepare(self, rec: Launch) -> None:
-        """Loads what rec (and its fallback) needs, ahead of any capture."""
+        """Loads what rec and its fallback need and picks the one to launch:
+        rec, or its fallback where the device cannot take rec's cooperative
+        launch or clusters. Called at load, ahead of any capture."""
         with self._lock:
+            self._prepare(rec)
+
+    def _prepare(self, rec: Launch) -> None:
+        if id(rec) in self._use:
+            return
+        with self.current():
             for r in (rec, rec.fallback):
-                if r is not None and r not in self._prepared:
-                    self._prepared[r] = _Prepared(self.function(r.module, r.entry), r)
+                if r is not None and id(r) not in self._prepared:
+                    self._prepared[id(r)] = _Prepared(self.function(r.module, r.entry), r)
+            use = rec
+            if rec.fallback is not None and not self._fits(self._prepared[id(rec)]):
+                use = rec.fallback
+        self._use[id(rec)] = use
 
     def launch(self, rec: Launch, ptrs: Dict[str, int], stream: int) -> None:
-        """Queues rec on stream with the operand addresses in ptrs (keys:
-        y, x, packed, meta, workspace, bias) and ptrs["out"] as the out
-        flag; on a refused cooperative or clustered launch, queues the
-        fallback instead, then and from then on."""
+        """Queues rec (or the fallback prepare chose) on stream with the
+        operand addresses in ptrs (keys y, x, packed, meta, workspace, bias;
+        ptrs["out"] the out flag). A launch the driver still refuses for its
+        cooperative launch or clusters is replaced by the fallback, then and
+        from then on."""
         with self._lock:
-            rec = self._refused.get(rec, rec)
-            if rec not in self._prepared:
-                for r in (rec, rec.fallback):
-                    if r is not None and r not in self._prepared:
-                        self._prepared[r] = _Prepared(self.function(r.module, r.entry), r)
-            code = self._queue(self._prepared[rec], ptrs, stream)
-            if code in (_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, _CUDA_ERROR_INVALID_CLUSTER_SIZE, _CUDA_ERROR_NOT_SUPPORTED) and rec.fallback is not None:
-                self._refused[rec] = rec.fallback
-                rec = rec.fallback
-                code = self._queue(self._prepared[rec], ptrs, stream)
-            self.driver.check(f"cuLaunchKernelEx({rec.entry})", code)
+            self._prepare(rec)
+            use = self._use[id(rec)]
+            with self.current():
+                code = self._queue(self._prepared[id(use)], ptrs, stream)
+                if code in (_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, _CUDA_ERROR_INVALID_CLUSTER_SIZE, _CUDA_ERROR_NOT_SUPPORTED) and use.fallback is not None:
+                    use = use.fallback
+                    self._use[id(rec)] = use
+                    code = self._queue(self._prepared[id(use)], ptrs, stream)
+            self.driver.check(f"cuLaunchKernelEx({use.entry})", code)
+
+    def chosen(self, rec: Launch) -> Launch:
+        """Returns what launch runs for rec: rec itself, or its fallback."""
+        with self._lock:
+            self._prepare(rec)
+            return self._use[id(rec)]
 
     def _queue(self, p: _Prepared, ptrs: Dict[str, int], stream: int) -> int:
         for slot, source in zip(p.slots, p.sources):
-            if source in ptrs:
-                slot.value = ptrs[source]
+            if source == "value":
+                continue
+            if source not in ptrs:
+                raise DeviceError(f"launch {p.rec.entry}: no operand for parameter source {source}")
+            slot.value = ptrs[source]
         p.cfg.stream = stream
-        self.driver.set_current(self.ctx)
         return self.driver.launch(p.fn, p.cfg, p.params)
 
     def launch_decode(self, w: int, packed: int, meta: int, n: int, k: int, stream: int) -> None:
@@ -271,9 +340,26 @@ class Kernels:
             slots = [ctypes.c_void_p(w), ctypes.c_void_p(packed), ctypes.c_void_p(meta), ctypes.c_int(n), ctypes.c_int(k)]
             params = (ctypes.c_void_p * 5)(*[ctypes.addressof(s) for s in slots])
             blocks = (n * k // 16 + 255) // 256
-            self.driver.set_current(self.ctx)
-            code = self.driver.launch_plain(fn, (blocks, 1, 1), (256, 1, 1), 0, stream, params)
+            with self.current():
+                code = self.driver.launch_plain(fn, (blocks, 1, 1), (256, 1, 1), 0, stream, params)
             self.driver.check("cuLaunchKernel(decode_ampere16)", code)
+
+
+class _Current:
+    """Makes a context current for a block, then restores the previous."""
+
+    def __init__(self, driver: Driver, ctx: int):
+        self.driver, self.ctx, self.prev = driver, ctx, 0
+
+    def __enter__(self):
+        self.prev = self.driver.current()
+        if self.prev != self.ctx:
+            self.driver.set_current(self.ctx)
+
+    def __exit__(self, *exc):
+        if self.prev != self.ctx and self.prev:
+            self.driver.set_current(self.prev)
+        return False
 
 
 _DRIVER: Optional[Driver] = None
@@ -292,9 +378,3 @@ def kernels(ordinal: int) -> Kernels:
             k = Kernels(_DRIVER, ordinal)
             _KERNELS[ordinal] = k
         return k
-
-
-def device_properties(ordinal: int) -> Tuple[int, int, int, int]:
-    """Returns (SMs, opt-in shared memory per block, major, minor)."""
-    k = kernels(ordinal)
-    return k.sms, k.shared_optin, k.major, k.minor

@@ -15,19 +15,22 @@ capture never allocates one.
 """
 
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import torch
 
 from . import driver
-from .errors import CheckpointError, RecordError
+from .errors import CheckpointError, DeviceError, RecordError
 from .records import Table, check_device
 
 _LOCK = threading.Lock()
 _TABLES: List[Table] = []
+# The (table id, device ordinal) pairs registered: a table's records are
+# checked against each device they run on.
+_ON: Set[Tuple[int, int]] = set()
 # Per device ordinal: the workspace tensor, the address of its partial sums,
-# and the counters and partial sums it holds. Earlier, smaller workspaces
-# stay alive in _RETIRED: graphs captured with them still point there.
+# and the counters and partial sums it holds. Workspaces that a larger one
+# replaced stay alive in _RETIRED: graphs captured with them point there.
 _WORKSPACES: Dict[int, Tuple[torch.Tensor, int, int, int]] = {}
 _RETIRED: List[torch.Tensor] = []
 
@@ -36,16 +39,26 @@ _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 def register(table: Table, device: torch.device) -> int:
     """Checks table against the GPU, prepares every record (modules loaded,
-    entry points looked up), sizes the workspace, and returns the table's id
-    for the ops."""
+    entry points looked up, the fallback chosen where the device cannot take
+    a cooperative launch or clusters), sizes the device's split-K workspace,
+    and returns the table's id for the ops. All of it happens here, before
+    any capture."""
     if device.type != "cuda":
-        raise RecordError(f"the sparse kernels run on CUDA devices, not {device}")
+        raise DeviceError(f"the sparse kernels run on CUDA devices, not {device}")
     ordinal = device.index if device.index is not None else torch.cuda.current_device()
+    with _LOCK:
+        tid = next((i for i, t in enumerate(_TABLES) if t is table), None)
+        if tid is None:
+            _TABLES.append(table)
+            tid = len(_TABLES) - 1
+        if (tid, ordinal) in _ON:
+            return tid
     k = driver.kernels(ordinal)
     check_device(table, k.sms, k.shared_optin, k.major, k.minor, torch.cuda.get_device_name(ordinal))
     for per_m in table.launches.values():
         for rec in per_m.values():
             k.prepare(rec)
+    k.function("kernels/ptx/sfsurgery.ptx", "decode_ampere16")  # the prefill's decode
     counters, partials = table.workspace()
     with _LOCK:
         have = _WORKSPACES.get(ordinal)
@@ -54,13 +67,12 @@ def register(table: Table, device: torch.device) -> int:
                 counters, partials = max(counters, have[2]), max(partials, have[3])
                 _RETIRED.append(have[0])
             ws = torch.zeros(4 * (counters + partials) + 16, dtype=torch.uint8, device=torch.device("cuda", ordinal))
+            # The counters must be zero before a launch on any stream reads them.
+            torch.cuda.synchronize(ordinal)
             base = (ws.data_ptr() + 15) // 16 * 16
             _WORKSPACES[ordinal] = (ws, base + 4 * counters, counters, partials)
-        for i, t in enumerate(_TABLES):
-            if t is table:
-                return i
-        _TABLES.append(table)
-        return len(_TABLES) - 1
+        _ON.add((tid, ordinal))
+    return tid
 
 
 def table(i: int) -> Table:
@@ -68,19 +80,20 @@ def table(i: int) -> Table:
     return _TABLES[i]
 
 
-def _check_operands(x, packed, meta, bias):
-    if x.dtype not in (torch.bfloat16, torch.float16):
-        raise RecordError(f"sfsurgery.linear: activations of {x.dtype}, want bfloat16 or float16")
-    if packed.dtype != x.dtype:
-        raise RecordError(f"sfsurgery.linear: weight of {packed.dtype} with activations of {x.dtype}")
-    n, half = packed.shape
-    k = 2 * half
-    if x.shape[-1] != k:
-        raise RecordError(f"sfsurgery.linear: activations of {x.shape[-1]} features for a {n}x{k} weight")
+def _check_weight(op: str, packed: torch.Tensor, meta: torch.Tensor, device: torch.device) -> Tuple[int, int]:
+    """Checks packed and meta as one weight on device; returns (n, k)."""
+    if packed.dim() != 2 or packed.dtype not in (torch.bfloat16, torch.float16):
+        raise CheckpointError(f"{op}: packed {packed.dtype} {tuple(packed.shape)}, want a 2-D bfloat16 or float16 tensor")
+    n, k = packed.shape[0], 2 * packed.shape[1]
     if meta.dtype != torch.int16 or meta.numel() * 16 != n * k:
-        raise RecordError(f"sfsurgery.linear: meta {meta.dtype} of {meta.numel()} values for a {n}x{k} weight")
-    if bias is not None and (bias.dtype != x.dtype or bias.shape != (n,)):
-        raise RecordError(f"sfsurgery.linear: bias {bias.dtype} {tuple(bias.shape)} for a {n}x{k} weight")
+        raise CheckpointError(f"{op}: meta {meta.dtype} of {meta.numel()} values for a {n}x{k} weight, want int16 of {n * k // 16}")
+    if n % 32 or k % 64 or n == 0:
+        raise CheckpointError(f"{op}: a {n}x{k} weight; the kernels need n % 32 == 0 and k % 64 == 0")
+    for name, t in (("packed", packed), ("meta", meta)):
+        if t.device != device:
+            raise DeviceError(f"{op}: {name} on {t.device}, want {device}")
+        if not t.is_contiguous():
+            raise CheckpointError(f"{op}: {name} is not contiguous (a view of another tensor?)")
     return n, k
 
 
@@ -91,27 +104,37 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op("sfsurgery::linear", mutates_args=())
 def linear(x: torch.Tensor, packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor], table: int) -> torch.Tensor:
-    """y = x·Wᵀ (+ bias) by the launch record for (n, k, m)."""
-    n, k = _check_operands(x, packed, meta, bias)
+    """y = x·Wᵀ (+ bias) by the launch record for (n, k, m), m the tokens
+    of x, on PyTorch's current stream; y in x's dtype."""
+    if x.device.type != "cuda":
+        raise DeviceError(f"sfsurgery.linear: activations on {x.device}, want a CUDA device")
+    n, k = _check_weight("sfsurgery.linear", packed, meta, x.device)
+    t = _TABLES[table]
+    if x.dtype != packed.dtype or x.dtype != _DTYPES[t.dtype]:
+        raise RecordError(f"sfsurgery.linear: activations of {x.dtype}, weight of {packed.dtype}, launch records for {t.dtype}")
+    if x.shape[-1] != k:
+        raise RecordError(f"sfsurgery.linear: activations of {x.shape[-1]} features for a {n}x{k} weight")
+    if bias is not None and (bias.dtype != x.dtype or tuple(bias.shape) != (n,) or bias.device != x.device or not bias.is_contiguous()):
+        raise RecordError(f"sfsurgery.linear: bias {bias.dtype} {tuple(bias.shape)} on {bias.device}, want contiguous {x.dtype} [{n}] on {x.device}")
+    ordinal = x.device.index
+    if (table, ordinal) not in _ON:
+        raise RecordError(f"sfsurgery.linear: launch records {table} are not registered on cuda:{ordinal} (SparseLinear.attach there)")
     x2 = _aligned(x.reshape(-1, k))
     m = x2.shape[0]
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m == 0:
         return y.reshape(*x.shape[:-1], n)
-    t = _TABLES[table]
     rec = t.lookup(n, k, m)
     if rec is None:
         raise RecordError(f"sfsurgery.linear: no launch record for {n}x{k} at m = {m}")
-    ordinal = x.device.index
-    ws = _WORKSPACES[ordinal]
     ptrs = {
         "y": y.data_ptr(),
         "x": x2.data_ptr(),
         "packed": packed.data_ptr(),
         "meta": meta.data_ptr(),
         # Always the workspace: a record without one ignores it, and its
-        # fallback (launched if the driver refuses it) may need it.
-        "workspace": ws[1],
+        # fallback may need it.
+        "workspace": _WORKSPACES[ordinal][1],
         "bias": bias.data_ptr() if bias is not None else 0,
         "out": 1,
     }
@@ -127,15 +150,11 @@ def _(x, packed, meta, bias, table):
 
 @torch.library.custom_op("sfsurgery::decode", mutates_args=())
 def decode(packed: torch.Tensor, meta: torch.Tensor) -> torch.Tensor:
-    """The dense pruned weight [n][k] from packed + meta."""
-    n, half = packed.shape
-    k = 2 * half
-    if packed.dtype not in (torch.bfloat16, torch.float16) or meta.dtype != torch.int16 or meta.numel() * 16 != n * k:
-        raise CheckpointError(f"sfsurgery.decode: packed {packed.dtype} {tuple(packed.shape)}, meta {meta.dtype} {tuple(meta.shape)}")
-    if n % 32 or k % 64:
-        raise CheckpointError(f"sfsurgery.decode: a {n}x{k} weight; the kernels need n % 32 == 0 and k % 64 == 0")
+    """The dense pruned weight [n][k] from packed + meta, in packed's dtype."""
+    if packed.device.type != "cuda":
+        raise DeviceError(f"sfsurgery.decode: packed on {packed.device}, want a CUDA device")
+    n, k = _check_weight("sfsurgery.decode", packed, meta, packed.device)
     w = torch.empty((n, k), dtype=packed.dtype, device=packed.device)
-    packed, meta = packed.contiguous(), meta.contiguous()
     driver.kernels(packed.device.index).launch_decode(
         w.data_ptr(), packed.data_ptr(), meta.data_ptr(), n, k, torch.cuda.current_stream(packed.device).cuda_stream
     )
