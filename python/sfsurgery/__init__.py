@@ -16,17 +16,7 @@ from .errors import CheckpointError, DeviceError, RecordError, SfsurgeryError
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "CheckpointError",
-    "DeviceError",
-    "RecordError",
-    "SfsurgeryError",
-    "SparseLinear",
-    "SparseMLP",
-    "layout",
-    "load",
-    "records",
-]
+__all__ = ["CheckpointError", "DeviceError", "RecordError", "SfsurgeryError", "layout", "records"]
 
 try:
     import torch as _torch
@@ -36,6 +26,8 @@ except ImportError:  # the CPU-only parts still work
 if _torch is not None:
     from .linear import SparseLinear, SparseMLP
     from .serve import load
+
+    __all__ += ["SparseLinear", "SparseMLP", "load"]
 
     try:
         import transformers as _transformers

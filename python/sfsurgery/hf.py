@@ -29,10 +29,12 @@ class SfsurgeryConfig(QuantizationConfigMixin):
     "sfsurgery", format "ampere", the pruned modules (targets) and those
     left dense (ignore). Loading options, not saved: launches (a launch
     document or policy file) and prefill ("decode" or "cusparselt",
-    SparseLinear)."""
+    SparseLinear), both None unless set in code; $SFSURGERY_LAUNCHES and
+    $SFSURGERY_PREFILL set them for from_pretrained, whose config.json
+    copy of this config wins over one passed to it."""
 
     def __init__(self, format: str = layout.FORMAT, targets=None, ignore=None, sparsity_structure: str = "2:4",
-                 launches: Optional[str] = None, prefill: str = "decode", **kwargs):
+                 launches: Optional[str] = None, prefill: Optional[str] = None, **kwargs):
         self.quant_method = layout.QUANT_METHOD
         self.format = format
         self.targets = list(targets or [])
@@ -45,6 +47,7 @@ class SfsurgeryConfig(QuantizationConfigMixin):
                 setattr(self, k, v)
 
     def to_dict(self):
+        """The config as config.json holds it: without the loading options."""
         d = super().to_dict()
         d.pop("launches", None)
         d.pop("prefill", None)
@@ -61,6 +64,8 @@ class SfsurgeryQuantizer(HfQuantizer):
         self._path: Optional[str] = None
 
     def validate_environment(self, *args, **kwargs):
+        """Refuses a machine without a usable GPU, another sfsurgery format,
+        and a device_map that offloads."""
         serve.check_gpu()
         if self.quantization_config.format != layout.FORMAT:
             raise CheckpointError(f"quantization_config: sfsurgery format {self.quantization_config.format!r}, want {layout.FORMAT!r}")
@@ -69,6 +74,7 @@ class SfsurgeryQuantizer(HfQuantizer):
             raise CheckpointError("sfsurgery's projections run on the GPU: a device_map with cpu or disk offload cannot serve them")
 
     def _process_model_before_weight_loading(self, model, checkpoint_files=None, **kwargs):
+        """Replaces the targets' nn.Linears by SparseLinears (serve.replace)."""
         files = list(checkpoint_files or [])
         if not files:
             raise CheckpointError("sfsurgery: transformers passed no checkpoint files")
@@ -81,19 +87,24 @@ class SfsurgeryQuantizer(HfQuantizer):
         return model
 
     def _process_model_after_weight_loading(self, model, **kwargs):
+        """Stacks and attaches the launch records (serve.finish)."""
         q = self.quantization_config
         serve.finish(model, self._path, launches=q.launches, prefill=q.prefill)
         return model
 
     def is_serializable(self, *args, **kwargs):
+        """False: save the checkpoint sfsurgery wrote instead."""
         return False
 
     @property
     def is_trainable(self):
+        """False: inference only (the op has no backward)."""
         return False
 
     @property
     def is_compileable(self) -> bool:
+        """True: the ops are torch.library custom ops, so generate() compiles
+        the decode step."""
         return True
 
 

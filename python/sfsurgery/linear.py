@@ -55,6 +55,7 @@ class SparseLinear(nn.Module):
         self.cslt: Optional[torch.Tensor] = None
 
     def extra_repr(self) -> str:
+        """The shape, dtype, kernels' token range and prefill path."""
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
             f"dtype={self.packed.dtype}, kernels={'up to m=%d' % self.max_tokens if self.table_id is not None else 'none'}, "
@@ -90,13 +91,20 @@ class SparseLinear(nn.Module):
             self.cslt = torch._cslt_compress(ops.decode(self.packed, self.meta))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """y = x·Wᵀ + b: our decode kernel up to max_tokens tokens, else the
+        prefill path."""
         m = x.numel() // max(x.shape[-1], 1)
         if self.table_id is not None and 0 < m <= self.max_tokens:
             return ops.linear(x, self.packed, self.meta, self.bias, self.table_id)
         if self.cslt is not None:
+            # cuSPARSELt takes the dense operand's rows in multiples of 8,
+            # as torch's own semi-structured linear pads them.
             x2 = x.reshape(-1, self.in_features)
+            pad = -x2.shape[0] % 8
+            if pad:
+                x2 = nn.functional.pad(x2, (0, 0, 0, pad))
             y = torch._cslt_sparse_mm(self.cslt, x2.t(), bias=self.bias, transpose_result=True)
-            return y.reshape(*x.shape[:-1], self.out_features)
+            return y[: x2.shape[0] - pad].reshape(*x.shape[:-1], self.out_features)
         return nn.functional.linear(x, ops.decode(self.packed, self.meta), self.bias)
 
     @classmethod
@@ -132,6 +140,7 @@ class SparseMLP(nn.Module):
         self.intermediate = gate_up.out_features // 2
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """down(act(gate(x)) · up(x)) with one product for gate and up."""
         gu = self.gate_up(x)
         g, u = gu.split(self.intermediate, dim=-1)
         return self.down_proj(self.act_fn(g) * u)
@@ -147,7 +156,9 @@ class Columns(nn.Module):
         self.start, self.end = start, end
 
     def extra_repr(self) -> str:
+        """The columns taken."""
         return f"start={self.start}, end={self.end}"
 
     def forward(self, qkv: torch.Tensor) -> torch.Tensor:
+        """The columns [start, end) of the stacked product."""
         return qkv[..., self.start : self.end]

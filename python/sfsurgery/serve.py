@@ -135,26 +135,27 @@ def shapes(model: nn.Module) -> List[Tuple[int, int]]:
     return sorted({(m.out_features, m.in_features) for m in sparse_linears(model).values()})
 
 
-def plan_command(path: str, need: Iterable[Tuple[int, int]], dtype: str) -> List[str]:
+def plan_command(need: Iterable[Tuple[int, int]], dtype: str, ordinal: int = 0) -> List[str]:
     """Returns the sfsurgery plan command that writes the records for the
-    shapes in need."""
+    shapes in need on device ordinal."""
     s = ",".join(f"{n}x{k}" for n, k in sorted(need))
-    return ["sfsurgery", "plan", "--shapes", s, "--dtype", dtype, "--json"]
+    cmd = ["sfsurgery", "plan", "--shapes", s, "--dtype", dtype, "--json"]
+    return cmd + (["--gpu", str(ordinal)] if ordinal else [])
 
 
-def find_table(path: str, need: Sequence[Tuple[int, int]], dtype: str, launches: Optional[str] = None) -> records.Table:
+def find_table(path: str, need: Sequence[Tuple[int, int]], dtype: str, launches: Optional[str] = None, ordinal: int = 0) -> records.Table:
     """Finds the launch records for the shapes in need: the file launches,
-    else $SFSURGERY_LAUNCHES, else sfsurgery-launches.json or
-    sfsurgery-policy.json in the checkpoint, else `sfsurgery plan` run for
-    the GPU at hand (sfsurgery from $SFSURGERY_BIN or PATH)."""
-    files = [launches, os.environ.get(ENV_LAUNCHES)]
-    if os.path.isdir(path):
-        files += [os.path.join(path, LAUNCHES_FILE), os.path.join(path, POLICY_FILE)]
-    cmd = plan_command(path, need, dtype)
-    for f in files:
-        if f and (f == launches or os.path.isfile(f)):
-            table = records.load(f)
-            break
+    else $SFSURGERY_LAUNCHES (either must exist), else
+    sfsurgery-launches.json or sfsurgery-policy.json in the checkpoint,
+    else `sfsurgery plan` run for GPU ordinal (sfsurgery from
+    $SFSURGERY_BIN or PATH)."""
+    named = launches or os.environ.get(ENV_LAUNCHES)
+    files = [named] if named else []
+    if not named and os.path.isdir(path):
+        files = [f for f in (os.path.join(path, LAUNCHES_FILE), os.path.join(path, POLICY_FILE)) if os.path.isfile(f)]
+    cmd = plan_command(need, dtype, ordinal)
+    if files:
+        table = records.load(files[0])
     else:
         exe = os.environ.get(ENV_BIN) or shutil.which("sfsurgery")
         if not exe:
@@ -165,6 +166,8 @@ def find_table(path: str, need: Sequence[Tuple[int, int]], dtype: str, launches:
             r = subprocess.run([exe] + cmd[1:], capture_output=True, text=True, timeout=300)
         except OSError as e:
             raise RecordError(f"{exe}: {e.strerror or e}") from None
+        except subprocess.TimeoutExpired:
+            raise RecordError(f"{exe} plan: no answer in 300 s") from None
         if r.returncode != 0:
             raise RecordError(f"{exe} plan: {(r.stderr.strip().splitlines() or ['exit %d' % r.returncode])[-1]}")
         try:
@@ -205,17 +208,18 @@ def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill:
     if len(dtypes) != 1:
         raise CheckpointError(f"{path}: pruned projections of several dtypes {sorted(map(str, dtypes))}")
     dt = {v: k for k, v in _TORCH_DTYPES.items()}[dtypes.pop()]
-    table = find_table(path, shapes(model), dt, launches)
+    table = find_table(path, shapes(model), dt, launches, next(iter(linears.values())).packed.device.index or 0)
     for lin in sparse_linears(model).values():
         lin.attach(table, prefill)
     return table
 
 
-def load(path: str, device: Optional[int] = None, **kwargs):
+def load(path: str, device: Optional[int] = None, launches: Optional[str] = None, prefill: Optional[str] = None, **kwargs):
     """Loads an `sfsurgery prune --format ampere` output as a transformers
     causal LM on the GPU: AutoModelForCausalLM.from_pretrained with
-    sfsurgery's quantizer registered and the device mapped. kwargs go to
-    from_pretrained."""
+    sfsurgery's quantizer registered and the device mapped, launches and
+    prefill standing in for $SFSURGERY_LAUNCHES and $SFSURGERY_PREFILL
+    during the call. kwargs go to from_pretrained."""
     from transformers import AutoModelForCausalLM
 
     from . import hf
@@ -223,4 +227,15 @@ def load(path: str, device: Optional[int] = None, **kwargs):
     hf.register()
     dev = check_gpu(device)
     layout.sparse_config(layout.read_config(path), os.path.join(path, "config.json"))
-    return AutoModelForCausalLM.from_pretrained(path, device_map=str(dev), **kwargs)
+    saved = {k: os.environ.get(k) for k in (ENV_LAUNCHES, ENV_PREFILL)}
+    try:
+        for k, v in ((ENV_LAUNCHES, launches), (ENV_PREFILL, prefill)):
+            if v is not None:
+                os.environ[k] = v
+        return AutoModelForCausalLM.from_pretrained(path, device_map=str(dev), **kwargs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
