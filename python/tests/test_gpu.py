@@ -17,10 +17,10 @@ except ImportError:
 
 GPU = torch is not None and torch.cuda.is_available()
 
-# Llama-3 8B and 70B projection shapes (n, k) as SparseLinear runs them:
-# q/o, k/v, gate_up stacked, gate or up alone, down.
-SHAPES = [(4096, 4096), (1024, 4096), (28672, 4096), (14336, 4096), (4096, 14336),
-          (8192, 8192), (1024, 8192), (57344, 8192), (8192, 28672)]
+# Llama-3 8B and 70B projection shapes (n, k), alone and stacked as the
+# package runs them: q/o, k/v, qkv, gate or up, gate_up, down.
+SHAPES = [(4096, 4096), (1024, 4096), (6144, 4096), (14336, 4096), (28672, 4096), (4096, 14336),
+          (8192, 8192), (1024, 8192), (10240, 8192), (28672, 8192), (57344, 8192), (8192, 28672)]
 MS = list(range(1, 65)) + [65, 128, 300]
 
 
@@ -86,6 +86,42 @@ class OpTest(unittest.TestCase):
                         self.assertLess(err, 1e-2, f"{n}x{k} {name} m={m} bias={bias}: rel. error {err}")
                 del w, wt, packed, meta, dec
                 torch.cuda.empty_cache()
+
+    def test_no_fallback_needed(self):
+        """On a whole GPU every planned cooperative or clustered launch fits:
+        the occupancy check that picks fallbacks before capture picks none."""
+        from sfsurgery import driver, ops
+
+        table = plan(SHAPES, "bf16")
+        ops.register(table, torch.device("cuda"))
+        k = driver.kernels(torch.cuda.current_device())
+        special = [r for per_m in table.launches.values() for r in per_m.values() if r.fallback is not None]
+        self.assertTrue(special, "no cooperative or clustered record planned: the test proves nothing")
+        for r in special:
+            self.assertIs(k.chosen(r), r, f"{r.entry} {r.grid}: fallback chosen")
+
+    def test_cusparselt_prefill(self):
+        """SparseLinear's cuSPARSELt prefill against the dense product, at
+        token counts that are and are not multiples of 8."""
+        from sfsurgery import SparseLinear
+
+        gen = torch.Generator(device="cuda").manual_seed(5)
+        n, k = 4096, 4096
+        w, packed, meta = sparse_weight(n, k, torch.bfloat16, gen)
+        lin = SparseLinear(k, n, bias=True, device="cuda")
+        with torch.no_grad():
+            lin.packed.copy_(packed)
+            lin.meta.copy_(meta)
+            lin.bias.normal_()
+        lin.attach(plan([(n, k)], "bf16"), prefill="cusparselt")
+        for m in (65, 128, 300):
+            x = torch.randn((m, k), generator=gen, device="cuda").to(torch.bfloat16)
+            with torch.no_grad():
+                y = lin(x)
+            ref = x.float() @ w.float().t() + lin.bias.float()
+            self.assertEqual(tuple(y.shape), (m, n))
+            err = (y.float() - ref).abs().max().item() / ref.abs().max().item()
+            self.assertLess(err, 1e-2, f"m={m}: rel. error {err}")
 
     def test_refusals(self):
         from sfsurgery import SparseLinear, ops
