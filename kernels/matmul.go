@@ -19,8 +19,8 @@ type SparseOperands struct {
 	// token's sums (y[m][n] = s + float32(b[n]), s the float32 sum).
 	Bias *Buffer
 	// YType is Y's element type: float32 (the zero value, or
-	// checkpoint.F32) or DType, each value rounded to nearest even from
-	// its float32 result. A Bias or a YType of DType needs M ≤
+	// checkpoint.F32), or DType, each value then rounded to nearest even
+	// from its float32 result. A Bias or a YType of DType needs M ≤
 	// launchplan.MaxTokens: only the decode kernels take them.
 	YType checkpoint.DType
 }

@@ -159,10 +159,15 @@ func TestLaunchJSON(t *testing.T) {
 
 // TestEntryPointsInPTX checks that every entry point a launch record can
 // name (EntryPoints) is an .entry of its module's PTX, and that the
-// records of every candidate of the Llama-3 shapes name one of them.
+// records of every candidate of the Llama-3 shapes name one of them with
+// the PTX's parameters: as many, pointers where it has .u64, ints where
+// it has .u32.
 func TestEntryPointsInPTX(t *testing.T) {
-	entryRE := regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(`)
+	entryRE := regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(\n((?:\s*\.param [^\n]*\n)*)\)`)
+	paramRE := regexp.MustCompile(`\.param \.(\w+) `)
 	entries := map[string][]string{}
+	// params holds each entry point's PTX parameter types (u64, u32).
+	params := map[string][]string{}
 	for _, module := range []string{ModuleSM80, ModuleSM90a} {
 		src, err := os.ReadFile(filepath.Join("..", "ptx", filepath.Base(module)))
 		if err != nil {
@@ -171,6 +176,9 @@ func TestEntryPointsInPTX(t *testing.T) {
 		var inPTX []string
 		for _, m := range entryRE.FindAllStringSubmatch(string(src), -1) {
 			inPTX = append(inPTX, m[1])
+			for _, p := range paramRE.FindAllStringSubmatch(m[2], -1) {
+				params[module+":"+m[1]] = append(params[module+":"+m[1]], p[1])
+			}
 		}
 		entries[module] = EntryPoints(module)
 		if len(entries[module]) == 0 {
@@ -201,6 +209,19 @@ func TestEntryPointsInPTX(t *testing.T) {
 						for r := &l; r != nil; r = r.Fallback {
 							if !slices.Contains(entries[r.Module], r.Entry) {
 								t.Errorf("%v m=%d %dx%d: %s in %s, not an entry point of it", p, m, s.n, s.k, r.Entry, r.Module)
+							}
+							// The record's parameters are the PTX's, in kind
+							// and number: pointers .u64, ints .u32.
+							var kinds []string
+							for _, q := range r.Params {
+								kind := "u32"
+								if strings.HasSuffix(q.CType, "*") {
+									kind = "u64"
+								}
+								kinds = append(kinds, kind)
+							}
+							if ptx := params[r.Module+":"+r.Entry]; !slices.Equal(kinds, ptx) {
+								t.Errorf("%s: record parameters %v, PTX parameters %v", r.Entry, kinds, ptx)
 							}
 						}
 					}
