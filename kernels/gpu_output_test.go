@@ -12,86 +12,20 @@ import (
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/internal/half"
 	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // roundTo returns the bits of f in dt (BF16 or F16), rounded to nearest
 // even, overflowing to ±Inf: what the decode kernels' cvt.rn stores (NaN
 // is not needed). BF16 is the upper half of f's bits, rounded; F16 follows
-// prune24's f16FromFloat64 (float64(f) is exact, so one rounding).
+// roundTo returns f rounded to dt (BF16 or F16), nearest even: what the
+// kernels' cvt.rn stores.
 func roundTo(dt checkpoint.DType, f float32) uint16 {
-	u := math.Float32bits(f)
 	if dt == checkpoint.BF16 {
-		return uint16((u + 0x7FFF + (u>>16)&1) >> 16)
+		return half.BF16(f)
 	}
-	sign := uint16(u>>16) & 0x8000
-	x := math.Abs(float64(f))
-	if x == 0 {
-		return sign
-	}
-	if math.IsInf(x, 0) {
-		return sign | 0x7C00
-	}
-	e := max(math.Ilogb(x), -14)
-	q := math.RoundToEven(math.Ldexp(x, 10-e)) // 11 significant bits
-	if q >= 2048 {
-		e, q = e+1, q/2
-	}
-	switch {
-	case e > 15:
-		return sign | 0x7C00
-	case q < 1024: // subnormal
-		return sign | uint16(q)
-	}
-	return sign | uint16(e+15)<<10 | uint16(q-1024)
-}
-
-// TestRoundTo checks the tests' rounding against the widening toFloat64:
-// every finite value of each type comes back as itself, the midpoint of
-// two neighbours goes to the one with the even last bit and the float32
-// values beside it to the nearer, and past the largest finite value by
-// half an ulp or more is infinite.
-func TestRoundTo(t *testing.T) {
-	for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
-		inf := uint16(0x7F80)
-		if dt == checkpoint.F16 {
-			inf = 0x7C00
-		}
-		for h := uint16(0); h < inf; h++ {
-			for _, s := range []uint16{0, 0x8000} {
-				v := float32(toFloat64(dt, h|s))
-				if got := roundTo(dt, v); got != h|s {
-					t.Fatalf("%v: roundTo(%v) = %#04x, want %#04x", dt, v, got, h|s)
-				}
-				next := h + 1
-				hi := toFloat64(dt, next)
-				if next == inf { // half an ulp past the largest finite value
-					hi = 2*toFloat64(dt, h) - toFloat64(dt, h-1)
-				}
-				mid := float32((toFloat64(dt, h) + hi) / 2)
-				if float64(mid) != (toFloat64(dt, h)+hi)/2 {
-					t.Fatalf("%v: the midpoint above %#04x is not a float32", dt, h)
-				}
-				even := h
-				if h&1 == 1 {
-					even = next
-				}
-				below := math.Nextafter32(mid, 0)
-				above := math.Nextafter32(mid, float32(math.Inf(1)))
-				if s != 0 {
-					mid, below, above = -mid, -below, -above
-				}
-				for _, c := range []struct {
-					v    float32
-					want uint16
-				}{{mid, even | s}, {below, h | s}, {above, next | s}} {
-					if got := roundTo(dt, c.v); got != c.want {
-						t.Fatalf("%v: roundTo(%v) = %#04x, want %#04x", dt, c.v, got, c.want)
-					}
-				}
-			}
-		}
-	}
+	return half.F16(float64(f))
 }
 
 // TestSparseOutputArgs checks the operands' output type and bias before

@@ -166,26 +166,3 @@ func TestDecodeFloat64(t *testing.T) {
 		t.Errorf("DecodeFloat64 of I8: %v, want ErrDType", err)
 	}
 }
-
-// TestF16FromFloat64 checks the tests' own rounding helper: every finite
-// F16 round-trips, and midpoints between neighbours round to even.
-func TestF16FromFloat64(t *testing.T) {
-	for h := uint32(0); h < 0x7C00; h++ {
-		for _, s := range []uint32{0, 0x8000} {
-			if got := f16FromFloat64(slowF16(h | s)); got != h|s {
-				t.Fatalf("f16FromFloat64(%v) = %#04x, want %#04x", slowF16(h|s), got, h|s)
-			}
-		}
-		mid := (slowF16(h) + slowF16(h+1)) / 2
-		want := h
-		if h&1 != 0 {
-			want = h + 1
-		}
-		if got := f16FromFloat64(mid); got != want {
-			t.Fatalf("f16FromFloat64(%v) = %#04x, want %#04x", mid, got, want)
-		}
-	}
-	if got := f16FromFloat64(1e6); got != 0x7C00 {
-		t.Errorf("f16FromFloat64(1e6) = %#04x, want 0x7c00", got)
-	}
-}

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/internal/half"
 	"github.com/sfsurgery/sfsurgery/llama"
 )
 
@@ -136,41 +137,8 @@ func putElem(b []byte, v float32, dt checkpoint.DType) {
 	case checkpoint.F32:
 		binary.LittleEndian.PutUint32(b, math.Float32bits(v))
 	case checkpoint.BF16:
-		u := math.Float32bits(v)
-		binary.LittleEndian.PutUint16(b, uint16((u+0x7FFF+(u>>16&1))>>16))
+		binary.LittleEndian.PutUint16(b, half.BF16(v))
 	default:
-		binary.LittleEndian.PutUint16(b, f16bits(v))
+		binary.LittleEndian.PutUint16(b, half.F16(float64(v)))
 	}
-}
-
-// f16bits rounds a small finite float32 to IEEE half (round to nearest
-// even; values here are far from overflow).
-func f16bits(v float32) uint16 {
-	u := math.Float32bits(v)
-	sign := uint16(u>>16) & 0x8000
-	exp := int(u>>23&0xFF) - 127 + 15
-	mant := u & 0x7FFFFF
-	switch {
-	case exp >= 31:
-		return sign | 0x7C00
-	case exp <= 0:
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint(14 - exp)
-		h := mant >> shift
-		rem := mant & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rem > half || (rem == half && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
-	}
-	h := uint32(exp)<<10 | mant>>13
-	rem := mant & 0x1FFF
-	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++
-	}
-	return sign | uint16(h)
 }

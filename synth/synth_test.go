@@ -106,22 +106,3 @@ func value(b []byte, dt checkpoint.DType) float64 {
 	}
 	return v
 }
-
-func TestF16Bits(t *testing.T) {
-	tests := []struct {
-		in   float32
-		want uint16
-	}{
-		{1, 0x3C00}, {-2, 0xC000}, {0.5, 0x3800}, {0, 0}, {65504, 0x7BFF}, {1e6, 0x7C00},
-		{0.000060975552, 0x03FF},     // largest subnormal
-		{0.0000000596046448, 0x0001}, // smallest subnormal
-		{1.0009765625, 0x3C01},       // 1 + 2^-10
-		{1.00048828125, 0x3C00},      // halfway, rounds to even
-		{1.00146484375, 0x3C02},      // halfway, rounds to even (up)
-	}
-	for _, tt := range tests {
-		if got := f16bits(tt.in); got != tt.want {
-			t.Errorf("f16bits(%v) = %#04x, want %#04x", tt.in, got, tt.want)
-		}
-	}
-}
