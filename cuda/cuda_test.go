@@ -10,8 +10,11 @@ import (
 // TestLayouts checks the sizes of the structures the driver reads (the
 // values tools/abi/cuabi.c prints from cuda.h).
 func TestLayouts(t *testing.T) {
-	if s := unsafe.Sizeof(kernelParams{}); s != 2*8*MaxKernelParams {
+	if s := unsafe.Sizeof(kernelParams{}); s != 2*8*MaxKernelParams+128*(MaxTensorArgs+1) {
 		t.Errorf("kernelParams is %d bytes", s)
+	}
+	if s := unsafe.Sizeof(TensorMap{}); s != 128 {
+		t.Errorf("sizeof(CUtensorMap) = %d, want 128", s)
 	}
 	if s := unsafe.Sizeof(launchConfig{}); s != 56 {
 		t.Errorf("sizeof(CUlaunchConfig) = %d, want 56", s)

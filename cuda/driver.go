@@ -64,6 +64,10 @@ type Driver struct {
 
 	cuGetErrorName   func(code int32, s **byte) int32
 	cuGetErrorString func(code int32, s **byte) int32
+
+	// Optional (bindOptional): nil where the driver lacks them.
+	cuTensorMapEncodeTiled func(tm *TensorMap, dt int32, rank uint32, addr uint64, dims, strides *uint64,
+		box, elemStrides *uint32, interleave, swizzle, l2promo, oobFill int32) int32
 }
 
 // Load opens lib (normally [Library]) and binds every entry point. When
@@ -120,6 +124,7 @@ func Load(lib string) (*Driver, error) {
 	if err := dynlib.BindAll(h, lib, syms); err != nil {
 		return nil, err
 	}
+	d.bindOptional(h, lib)
 	return d, nil
 }
 

@@ -9,6 +9,10 @@ import (
 // cannot be opened.
 var ErrNoLibrary = errors.New("cuda: driver library not found")
 
+// ErrNoSymbol is wrapped by the error of a call whose optional entry
+// point the loaded driver lacks.
+var ErrNoSymbol = errors.New("cuda: the driver lacks this entry point")
+
 // Error is a failed driver call.
 type Error struct {
 	Op   string // the function called, e.g. "cuMemAlloc_v2"

@@ -27,13 +27,33 @@ type LaunchConfig struct {
 	Cluster Dim3
 }
 
-// kernelParams is the argument block of one launch: each value sits in an
-// 8-byte slot (a 4-byte int in the low half) and ptrs points at the slots,
-// as cuLaunchKernel's kernelParams wants.
+// MaxTensorArgs bounds the tensor maps among a launch's parameters.
+const MaxTensorArgs = 4
+
+// kernelParams is the argument block of one launch: each word sits in an
+// 8-byte slot (a 4-byte int in the low half), each tensor map in a
+// 64-byte aligned slot of maps, and ptrs points at the slots, as
+// cuLaunchKernel's kernelParams wants.
 type kernelParams struct {
 	vals [MaxKernelParams]uint64
 	ptrs [MaxKernelParams]unsafe.Pointer
+	maps [(MaxTensorArgs + 1) * 16]uint64 // MaxTensorArgs maps from the first 64-byte boundary
 }
+
+// Arg is one parameter of [Driver.LaunchArgs]: a word ([Word]) or a
+// tensor map passed by value ([TensorArg]).
+type Arg struct {
+	word uint64
+	tm   *TensorMap
+}
+
+// Word is a word parameter: a device pointer, or an int widened with
+// [Int32].
+func Word(v uint64) Arg { return Arg{word: v} }
+
+// TensorArg is a tensor map parameter, passed by value (the kernel's
+// __grid_constant__ CUtensorMap).
+func TensorArg(tm *TensorMap) Arg { return Arg{tm: tm} }
 
 // launchConfig mirrors CUlaunchConfig (cuda.h, CUDA 12 and later) for
 // cuLaunchKernelEx: grid, block, dynamic shared memory, stream and the
@@ -66,13 +86,48 @@ func (d *Driver) Launch(name string, fn Function, cfg LaunchConfig, args ...uint
 	if len(args) > MaxKernelParams {
 		return fmt.Errorf("launch %s: %d arguments, at most %d", name, len(args), MaxKernelParams)
 	}
+	words := make([]Arg, len(args))
+	for i, v := range args {
+		words[i] = Word(v)
+	}
+	return d.LaunchArgs(name, fn, cfg, words...)
+}
+
+// fill sets p's slots to args and reports an error for too many
+// parameters or tensor maps.
+func (p *kernelParams) fill(name string, args []Arg) error {
+	if len(args) > MaxKernelParams {
+		return fmt.Errorf("launch %s: %d arguments, at most %d", name, len(args), MaxKernelParams)
+	}
+	// The first 64-byte boundary in maps (p is pinned: it does not move).
+	first := int((64 - uintptr(unsafe.Pointer(&p.maps[0]))%64) % 64 / 8)
+	nm := 0
+	for i, a := range args {
+		if a.tm == nil {
+			p.vals[i] = a.word
+			p.ptrs[i] = unsafe.Pointer(&p.vals[i])
+			continue
+		}
+		if nm == MaxTensorArgs {
+			return fmt.Errorf("launch %s: more than %d tensor maps", name, MaxTensorArgs)
+		}
+		slot := p.maps[first+16*nm : first+16*nm+16]
+		copy(slot, a.tm.words[:])
+		p.ptrs[i] = unsafe.Pointer(&slot[0])
+		nm++
+	}
+	return nil
+}
+
+// LaunchArgs is [Driver.Launch] with parameters that may include tensor
+// maps passed by value.
+func (d *Driver) LaunchArgs(name string, fn Function, cfg LaunchConfig, args ...Arg) error {
 	p := new(kernelParams)
 	var pin runtime.Pinner
 	pin.Pin(p)
 	defer pin.Unpin()
-	for i, v := range args {
-		p.vals[i] = v
-		p.ptrs[i] = unsafe.Pointer(&p.vals[i])
+	if err := p.fill(name, args); err != nil {
+		return err
 	}
 	params := unsafe.Pointer(&p.ptrs[0])
 	grid, block, smem, stream := cfg.Grid, cfg.Block, uint32(cfg.SharedBytes), uintptr(cfg.Stream)

@@ -1,7 +1,9 @@
-/* cuabi.c: checks the CUDA driver ABI facts that cuda/launch.go and
- * cuda/enums.go hard-code for cuLaunchKernelEx (the layouts of
- * CUlaunchConfig and CUlaunchAttribute, the attribute ids, the result codes
- * a cluster launch can fail with) against cuda.h; exits 1 on a mismatch.
+/* cuabi.c: checks the CUDA driver ABI facts that cuda/launch.go,
+ * cuda/enums.go and cuda/tensormap.go hard-code for cuLaunchKernelEx (the
+ * layouts of CUlaunchConfig and CUlaunchAttribute, the attribute ids, the
+ * result codes a cluster launch can fail with) and cuTensorMapEncodeTiled
+ * (CUtensorMap's size and alignment, the enum values) against cuda.h;
+ * exits 1 on a mismatch.
  * gpu_run.sh compiles it with nvcc. */
 #include <stddef.h>
 #include <stdio.h>
@@ -27,5 +29,15 @@ int main(void) {
 	want("CUDA_ERROR_INVALID_CLUSTER_SIZE", CUDA_ERROR_INVALID_CLUSTER_SIZE, 912);
 	want("CUDA_ERROR_NOT_SUPPORTED", CUDA_ERROR_NOT_SUPPORTED, 801);
 	want("CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720);
+	want("sizeof(CUtensorMap)", sizeof(CUtensorMap), 128);
+	want("alignof(CUtensorMap)", alignof(CUtensorMap), 64);
+	want("CU_TENSOR_MAP_DATA_TYPE_UINT16", CU_TENSOR_MAP_DATA_TYPE_UINT16, 1);
+	want("CU_TENSOR_MAP_DATA_TYPE_UINT32", CU_TENSOR_MAP_DATA_TYPE_UINT32, 2);
+	want("CU_TENSOR_MAP_INTERLEAVE_NONE", CU_TENSOR_MAP_INTERLEAVE_NONE, 0);
+	want("CU_TENSOR_MAP_SWIZZLE_NONE", CU_TENSOR_MAP_SWIZZLE_NONE, 0);
+	want("CU_TENSOR_MAP_SWIZZLE_64B", CU_TENSOR_MAP_SWIZZLE_64B, 2);
+	want("CU_TENSOR_MAP_SWIZZLE_128B", CU_TENSOR_MAP_SWIZZLE_128B, 3);
+	want("CU_TENSOR_MAP_L2_PROMOTION_L2_256B", CU_TENSOR_MAP_L2_PROMOTION_L2_256B, 3);
+	want("CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE", CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE, 0);
 	return bad;
 }

@@ -1,0 +1,90 @@
+package cuda
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestTensorMap2DCheck holds the driver's rules for a tiled 2-D map: each
+// bad view is refused with its reason, before any driver call.
+func TestTensorMap2DCheck(t *testing.T) {
+	good := TensorMap2D{Addr: 1 << 20, ElemBytes: 2, Cols: 4096, Rows: 300, BoxCols: 64, BoxRows: 128, Swizzle: Swizzle128B}
+	if _, err := good.check(); err != nil {
+		t.Fatalf("good view: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*TensorMap2D)
+		want string
+	}{
+		{"element size", func(v *TensorMap2D) { v.ElemBytes = 8 }, "8-byte elements"},
+		{"alignment", func(v *TensorMap2D) { v.Addr += 8 }, "not 16-byte aligned"},
+		{"empty", func(v *TensorMap2D) { v.Rows = 0 }, "0 × 4096"},
+		{"pitch", func(v *TensorMap2D) { v.Cols = 4100 }, "row pitch 8200"},
+		{"box too tall", func(v *TensorMap2D) { v.BoxRows = 257 }, "each side 1 … 256"},
+		{"box row", func(v *TensorMap2D) { v.BoxCols = 4 }, "box row of 8 bytes"},
+		{"swizzle width", func(v *TensorMap2D) { v.Swizzle = Swizzle64B }, "wider than its 64-byte swizzle"},
+	} {
+		v := good
+		c.edit(&v)
+		_, err := v.check()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestEncodeWithoutSymbol: a driver without cuTensorMapEncodeTiled gives
+// ErrNoSymbol, not a crash.
+func TestEncodeWithoutSymbol(t *testing.T) {
+	var d Driver
+	_, err := d.EncodeTensorMap2D(TensorMap2D{Addr: 256, ElemBytes: 4, Cols: 64, Rows: 2, BoxCols: 64, BoxRows: 2})
+	if !errors.Is(err, ErrNoSymbol) {
+		t.Fatalf("got %v, want ErrNoSymbol", err)
+	}
+}
+
+// TestKernelParamsFill: words keep their slots, tensor maps land in
+// 64-byte aligned slots in order, and the limits are errors.
+func TestKernelParamsFill(t *testing.T) {
+	var a, b TensorMap
+	for i := range a.words {
+		a.words[i], b.words[i] = uint64(100+i), uint64(200+i)
+	}
+	p := new(kernelParams)
+	var pin runtime.Pinner
+	pin.Pin(p)
+	defer pin.Unpin()
+	args := []Arg{Word(7), TensorArg(&a), Word(Int32(-1)), TensorArg(&b)}
+	if err := p.fill("k", args); err != nil {
+		t.Fatal(err)
+	}
+	if *(*uint64)(p.ptrs[0]) != 7 || *(*uint64)(p.ptrs[2]) != 0xFFFFFFFF {
+		t.Error("word slots")
+	}
+	for i, want := range []*TensorMap{&a, &b} {
+		ptr := p.ptrs[2*i+1]
+		if uintptr(ptr)%64 != 0 {
+			t.Errorf("map %d at %p: not 64-byte aligned", i, ptr)
+		}
+		if got := *(*TensorMap)(ptr); got != *want {
+			t.Errorf("map %d: wrong bytes", i)
+		}
+	}
+	if unsafe.Pointer(p.ptrs[1]) == unsafe.Pointer(p.ptrs[3]) {
+		t.Error("two maps share a slot")
+	}
+	many := make([]Arg, MaxTensorArgs+1)
+	for i := range many {
+		many[i] = TensorArg(&a)
+	}
+	if err := new(kernelParams).fill("k", many); err == nil || !strings.Contains(err.Error(), "tensor maps") {
+		t.Errorf("too many maps: %v", err)
+	}
+	if err := new(kernelParams).fill("k", make([]Arg, MaxKernelParams+1)); err == nil {
+		t.Error("too many parameters: no error")
+	}
+}
