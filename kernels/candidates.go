@@ -89,7 +89,9 @@ func (d *Device) CublasLtVersion() (int, string) {
 // list ends with up to two plans of that form that split the tokens over
 // CTAs (" tok32": each CTA multiplies 32 of them, the weight read once per
 // group), which the model does not rank.
-// Above 64 tokens there is one, the tiled kernel. An engine on another
+// Above 64 tokens there is one: on compute capability 9.0 the prefill
+// kernel's plan, as "prefill r256 t128" (its tile: weight rows by
+// tokens), elsewhere the tiled kernel ("tiled"). An engine on another
 // GPU times each once and keeps the fastest, as it does with
 // [Device.DenseCandidates].
 func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, error) {
@@ -101,7 +103,14 @@ func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, e
 		return nil, err
 	}
 	if m > launchplan.MaxTokens {
-		return []string{"tiled"}, nil
+		if !d.hasPrefill() {
+			return []string{"tiled"}, nil
+		}
+		p, err := launchplan.ChoosePrefill(dt, m, n, k, d.dec.lim)
+		if err != nil {
+			return nil, argError("%s: %v", op, err)
+		}
+		return []string{fmt.Sprintf("prefill r%d t%d", p.Tile.Rows, p.Tile.Tokens)}, nil
 	}
 	var ps []launchplan.Plan
 	err := d.do(func() error {

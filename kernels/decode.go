@@ -28,7 +28,7 @@ const decodePlanCache = 4096
 // made so far and the split-K workspace all records share. It is used
 // with the Device's context current and its mutex held.
 type decoder struct {
-	funcs map[string]cuda.Function // every entry point of launchplan.EntryPoints in the loaded modules
+	funcs map[string]cuda.Function // every entry point of launchplan.EntryPoints (and PrefillEntryPoints) in the loaded modules
 	lim   launchplan.Limits
 	// note says why the sm_90a module (the warpgroup form) is not loaded.
 	note    string
@@ -60,7 +60,11 @@ func (d *Device) loadDecode() error {
 		if m.mod == 0 {
 			continue // the sm_90a module is not loaded
 		}
-		for _, name := range launchplan.EntryPoints(m.name) {
+		names := launchplan.EntryPoints(m.name)
+		if m.name == launchplan.ModuleSM90a {
+			names = append(names, launchplan.PrefillEntryPoints()...)
+		}
+		for _, name := range names {
 			f, err := drv.ModuleGetFunction(m.mod, name)
 			if err != nil {
 				return err

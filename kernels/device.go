@@ -205,21 +205,21 @@ func (d *Device) DenseBackend() string {
 	return d.backend
 }
 
-// SparseBackend says what [Device.SparseMatmul] runs: the package's mma.sp
-// kernels (the tiled one above 64 tokens, the decode kernel at 64 or
-// fewer) and whether the decode kernel's warpgroup form (wgmma.sp, for
-// sm_90a: H100, H200) is loaded, or why not.
+// SparseBackend says what [Device.SparseMatmul] runs: on sm_90a (H100,
+// H200) the wgmma.sp kernels (the prefill kernel above 64 tokens, the
+// decode kernels at 64 or fewer), elsewhere the mma.sp kernels (tiled
+// above 64 tokens, decode-size at 64 or fewer) and why the sm_90a module
+// is not loaded.
 func (d *Device) SparseBackend() string {
 	if d == nil {
 		return ""
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	const kernels = "mma.sp kernels (tiled above 64 tokens, decode-size at 64 or fewer)"
 	if d.dec.lim.Warpgroup {
-		return kernels + " and the decode kernel's wgmma.sp warpgroup form (sm_90a)"
+		return "wgmma.sp kernels (sm_90a: prefill above 64 tokens, decode-size at 64 or fewer)"
 	}
-	return kernels + "; no warpgroup form: " + d.dec.note
+	return "mma.sp kernels (tiled above 64 tokens, decode-size at 64 or fewer); no sm_90a module: " + d.dec.note
 }
 
 // Synchronize waits for all work queued on the device and returns the first

@@ -702,8 +702,8 @@ func TestGPUDecodeWarpgroup(t *testing.T) {
 	if !d.dec.lim.Warpgroup {
 		t.Fatalf("the warpgroup form is not loaded: %s", d.dec.note)
 	}
-	if b := d.SparseBackend(); !strings.Contains(b, "wgmma.sp warpgroup form") {
-		t.Errorf("SparseBackend() = %q: the warpgroup form is not named", b)
+	if b := d.SparseBackend(); !strings.Contains(b, "wgmma.sp kernels") {
+		t.Errorf("SparseBackend() = %q: the wgmma.sp kernels are not named", b)
 	}
 	rng := testRand(t)
 	ms, shapes := decodeModelCases()

@@ -30,7 +30,8 @@ func roundTo(dt checkpoint.DType, f float32) uint16 {
 
 // TestSparseOutputArgs checks the operands' output type and bias before
 // any device is used: y of float32 or the element type only, and a bias
-// or a y of the element type only where the decode kernels run (m ≤ 64).
+// or a y of the element type only where the decode kernels (m ≤ 64) or
+// the prefill kernel (sm_90a) run; a nil Device has no prefill kernel.
 // Valid operands reach the nil Device, which refuses them as closed.
 func TestSparseOutputArgs(t *testing.T) {
 	var d *Device

@@ -421,9 +421,12 @@ func TestGPUDegenerate(t *testing.T) {
 func TestGPUCorruptMeta(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
-	const m, n, k = 48, 64, 128
+	// m = 48 runs the decode kernels; m = 300 the prefill kernel on
+	// sm_90a, the tiled one elsewhere.
+	const n, k = 64, 128
+	ms := []int{48, 300}
 	dt := checkpoint.BF16
-	xs := randDense(rng, dt, m*k)
+	xs := randDense(rng, dt, ms[len(ms)-1]*k)
 	x := upload16(t, d, xs)
 	defer freeAll(t, x)
 	for _, row := range []int{5, 21, 40} {
@@ -457,24 +460,27 @@ func TestGPUCorruptMeta(t *testing.T) {
 		bad[idx] = bad[idx]&^(0xf<<shift) | nib<<shift
 		dBad := upload16(t, d, bad)
 
-		ys := poisoned(t, d, m*n)
-		if err := d.SparseMatmul(SparseOperands{Y: ys, X: x, Packed: w.dPack, Meta: dBad, DType: dt, M: m, N: n, K: k}); err != nil {
-			t.Fatal(err)
-		}
-		got := downloadF32(t, ys, m*n)
-		yd := poisoned(t, d, m*n)
-		if err := d.DenseMatmul(DenseOperands{Y: yd, X: x, W: w.dDense, DType: dt, M: m, N: n, K: k}); err != nil {
-			t.Fatal(err)
-		}
-		want := downloadF32(t, yd, m*n)
-		for c := 0; c < n; c++ {
-			rel, _ := diff(pickColumns(got, m, n, []int{c}), pickColumns(want, m, n, []int{c}))
-			if c == row && rel <= tolerance(k) {
-				t.Errorf("row %d: nibble %#x→%#x in group %d not detected (relative error %.3g)", row, old, nib, g, rel)
+		for _, m := range ms {
+			ys := poisoned(t, d, m*n)
+			if err := d.SparseMatmul(SparseOperands{Y: ys, X: x, Packed: w.dPack, Meta: dBad, DType: dt, M: m, N: n, K: k}); err != nil {
+				t.Fatal(err)
 			}
-			if c != row && rel > tolerance(k) {
-				t.Errorf("row %d corrupted, but column %d differs too (relative error %.3g)", row, c, rel)
+			got := downloadF32(t, ys, m*n)
+			yd := poisoned(t, d, m*n)
+			if err := d.DenseMatmul(DenseOperands{Y: yd, X: x, W: w.dDense, DType: dt, M: m, N: n, K: k}); err != nil {
+				t.Fatal(err)
 			}
+			want := downloadF32(t, yd, m*n)
+			for c := 0; c < n; c++ {
+				rel, _ := diff(pickColumns(got, m, n, []int{c}), pickColumns(want, m, n, []int{c}))
+				if c == row && rel <= tolerance(k) {
+					t.Errorf("m=%d row %d: nibble %#x→%#x in group %d not detected (relative error %.3g)", m, row, old, nib, g, rel)
+				}
+				if c != row && rel > tolerance(k) {
+					t.Errorf("m=%d row %d corrupted, but column %d differs too (relative error %.3g)", m, row, c, rel)
+				}
+			}
+			freeAll(t, ys, yd)
 		}
 		// The decoded weight differs in exactly that group.
 		out := alloc(t, d, 2*n*k)
@@ -495,7 +501,7 @@ func TestGPUCorruptMeta(t *testing.T) {
 		if !changed {
 			t.Errorf("row %d: decoding the corrupted meta gives the original weight", row)
 		}
-		freeAll(t, dBad, ys, yd, out)
+		freeAll(t, dBad, out)
 		w.free(t)
 	}
 }

@@ -21,7 +21,9 @@ type SparseOperands struct {
 	// YType is Y's element type: float32 (the zero value, or
 	// checkpoint.F32), or DType, each value then rounded to nearest even
 	// from its float32 result. A Bias or a YType of DType needs M ≤
-	// launchplan.MaxTokens: only the decode kernels take them.
+	// launchplan.MaxTokens or a device of compute capability 9.0: the
+	// decode kernels and the prefill kernel take them, the tiled mma.sp
+	// kernel does not.
 	YType checkpoint.DType
 }
 
@@ -29,9 +31,10 @@ type SparseOperands struct {
 func (ops SparseOperands) elementY() bool { return ops.YType == ops.DType }
 
 // checkOutput validates the output type and bias of ops for op (the name
-// its errors carry), whose product runs on the decode kernels where
-// decode is set, and returns the bytes of one element of y.
-func (ops SparseOperands) checkOutput(op string, decode bool) (int, error) {
+// its errors carry), whose product runs on a kernel that takes them
+// (the decode or prefill kernels) where full is set, and returns the
+// bytes of one element of y.
+func (ops SparseOperands) checkOutput(op string, full bool) (int, error) {
 	size := 4
 	switch ops.YType {
 	case "", checkpoint.F32:
@@ -40,8 +43,8 @@ func (ops SparseOperands) checkOutput(op string, decode bool) (int, error) {
 	default:
 		return 0, argError("%s: y of type %v: float32 or the element type %v", op, ops.YType, ops.DType)
 	}
-	if !decode && (ops.Bias != nil || size == 2) {
-		return 0, argError("%s: a bias or a y of %v needs m ≤ %d (the decode kernels), not m = %d",
+	if !full && (ops.Bias != nil || size == 2) {
+		return 0, argError("%s: a bias or a y of %v needs m ≤ %d (the decode kernels) or compute capability 9.0 (the prefill kernel), not m = %d here",
 			op, ops.DType, launchplan.MaxTokens, ops.M)
 	}
 	return size, nil
@@ -59,26 +62,32 @@ func (ops SparseOperands) checkOutput(op string, decode bool) (int, error) {
 // streams the weight once over every SM; to fill them it may split K, and
 // the last slice of each row block to finish sums the slices' partial
 // sums in a fixed order, so results are bit-for-bit reproducible. Larger
-// M uses the tiled kernel. (At M = 64 on an H100 the decode kernel
-// measured 1.2-2.3× faster than the tiled one on every Llama-3
-// projection.)
+// M uses, on compute capability 9.0 (H100, H200), the prefill kernel
+// (cuda/spmm_wg.cuh: bulk tensor copies and wgmma.sp on a persistent
+// grid, its tile chosen by launchplan.ChoosePrefill), elsewhere the tiled
+// mma.sp kernel. (At M = 64 on an H100 the decode kernel measured
+// 1.2-2.3× faster than the tiled one on every Llama-3 projection; from
+// 256 tokens the prefill kernel runs 2.5-5× faster than the tiled one:
+// docs/kernels.md.)
 func (d *Device) SparseMatmul(op SparseOperands) error {
 	return d.sparse("SparseMatmul", op, sparseChoice{})
 }
 
 // Kernels of a sparse product.
 const (
-	sparseAuto   = iota // by M, as SparseMatmul documents
-	sparseTiled         // the tiled kernel (cuda/spmm.cuh)
-	sparseDecode        // the decode kernels (cuda/gemv.cuh), M ≤ launchplan.MaxTokens
+	sparseAuto    = iota // by M, as SparseMatmul documents
+	sparseTiled          // the tiled kernel (cuda/spmm.cuh)
+	sparseDecode         // the decode kernels (cuda/gemv.cuh), M ≤ launchplan.MaxTokens
+	sparsePrefill        // the prefill kernel (cuda/spmm_wg.cuh), compute capability 9.0
 )
 
 // sparseChoice selects the kernel of a sparse product; the zero value is
 // SparseMatmul's choice. Tests and benchmarks force the others.
 type sparseChoice struct {
-	kernel int                // sparseAuto, sparseTiled or sparseDecode
+	kernel int                // sparseAuto, sparseTiled, sparseDecode or sparsePrefill
 	decode launchplan.Options // the decode plan's forced parts; zero lets launchplan.Choose choose
 	cand   int                // the decode kernel's candidate plan (launchplan.Candidate), 0 Choose's
+	tile   int                // the prefill kernel's tile: 0 ChoosePrefill's, i+1 launchplan.PrefillTiles()[i]
 }
 
 // sparse is SparseMatmul for op (the name its errors carry) with the
@@ -92,7 +101,8 @@ func (d *Device) sparse(op string, ops SparseOperands, c sparseChoice) error {
 		return err
 	}
 	decode := c.kernel == sparseDecode || c.kernel == sparseAuto && m <= launchplan.MaxTokens
-	ySize, err := ops.checkOutput(op, decode)
+	prefill := c.kernel == sparsePrefill || c.kernel == sparseAuto && !decode && d.hasPrefill()
+	ySize, err := ops.checkOutput(op, decode || prefill)
 	if err != nil {
 		return err
 	}
@@ -108,8 +118,11 @@ func (d *Device) sparse(op string, ops SparseOperands, c sparseChoice) error {
 		if err := d.operands(op, in...); err != nil {
 			return err
 		}
-		if decode {
+		switch {
+		case decode:
 			return d.launchDecode(op, ops, c.decode, c.cand)
+		case prefill:
+			return d.launchPrefill(op, ops, c.tile)
 		}
 		return d.launchTiled(ops)
 	})

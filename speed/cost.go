@@ -6,7 +6,7 @@ import "time"
 const (
 	Dense      = "cublaslt"   // dense cuBLASLt, fastest of its heuristic's candidates
 	DenseOwn   = "dense-own"  // the package kernels' own dense kernel (no cuBLASLt found)
-	Ours       = "ours"       // sfsurgery's mma.sp kernel on the stored packed + meta
+	Ours       = "ours"       // sfsurgery's kernels (package kernels) on the stored packed + meta
 	CuSPARSELt = "cusparselt" // NVIDIA cuSPARSELt on its own compressed layout
 )
 

@@ -5,7 +5,9 @@
 // For each weight shape (N out, K in) and token count M it times y[M][N] =
 // x[M][K]·Wᵀ through three backends: dense cuBLASLt (the heuristic's top
 // candidates, keeping the fastest, as an engine would), the package
-// kernels' own mma.sp kernel reading sfsurgery's packed + meta layout, and
+// kernels' own kernels reading sfsurgery's packed + meta layout (what
+// SparseMatmul runs: the decode kernels up to 64 tokens, above them the
+// wgmma.sp prefill kernel on sm_90a and the tiled mma.sp one elsewhere), and
 // cuSPARSELt when the library is found (plan and algorithm search once per
 // shape and M, never per call). Every sparse result is compared with the
 // dense one before it is timed; a wrong result is reported as an error,

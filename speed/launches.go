@@ -53,7 +53,8 @@ type LaunchAt struct {
 }
 
 // ErrTokensOver is returned by PlanLaunches for a token count above
-// launchplan.MaxTokens, which the tiled kernel serves without a record.
+// launchplan.MaxTokens, which the prefill (or tiled) kernel serves
+// without a record.
 var ErrTokensOver = errors.New("no launch record above the decode kernels' tokens")
 
 // PlanLaunches plans every shape at every M in ms (each at most
@@ -62,7 +63,7 @@ var ErrTokensOver = errors.New("no launch record above the decode kernels' token
 func PlanLaunches(shapes []Shape, ms []int, dt checkpoint.DType, lim launchplan.Limits, device string) (*Launches, error) {
 	for _, m := range ms {
 		if m > launchplan.MaxTokens {
-			return nil, fmt.Errorf("%w: M = %d is above %d, where SparseMatmul runs the tiled kernel", ErrTokensOver, m, launchplan.MaxTokens)
+			return nil, fmt.Errorf("%w: M = %d is above %d, where SparseMatmul runs the prefill or tiled kernel", ErrTokensOver, m, launchplan.MaxTokens)
 		}
 	}
 	out := &Launches{Schema: LaunchesSchema, Device: device, Limits: lim, DType: string(dt), Shapes: []ShapeLaunches{}}

@@ -229,7 +229,7 @@ func (s *sweeper) checked(row Row, copies int, check func() (float64, error), ru
 	return row
 }
 
-// ours checks and times the package's mma.sp kernel on the stored
+// ours checks and times the package's own kernels on the stored
 // packed + meta layout: each of its first launch plans
 // (SparseCandidates), keeping the fastest, as dense keeps cuBLASLt's.
 // A plan whose result is wrong is not timed, and any wrong plan fails

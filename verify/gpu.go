@@ -30,8 +30,8 @@ const spotRows = 8
 // partial tile, a multiple of the tile, and a size that is neither.
 func defaultGPUTokens() []int { return []int{1, 13, 64, 257} }
 
-// gpuNumeric runs check 4 on the GPU: Y_sparse from our mma.sp kernel
-// reading packed+meta as stored, Y_dense from cuBLASLt on the pruned dense
+// gpuNumeric runs check 4 on the GPU: Y_sparse from our kernels
+// (SparseMatmul) reading packed+meta as stored, Y_dense from cuBLASLt on the pruned dense
 // weight (pruned from the original on the CPU when it is given, else
 // decoded from packed+meta on the GPU).
 type gpuNumeric struct {

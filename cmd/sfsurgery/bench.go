@@ -41,9 +41,10 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench times y[M][N] = x[M][K]·Wᵀ for every weight shape of a checkpoint
 (its q/k/v/o/gate/up/down projections, unique (out, in) pairs) or of
 --shapes, at every token count M, through dense cuBLASLt (the fastest of
-its heuristic's first candidates), sfsurgery's own mma.sp kernel on the
-stored packed + meta layout (at M ≤ 64 the fastest of its planner's
-first launch plans, each checked), and cuSPARSELt when the library is found
+its heuristic's first candidates), sfsurgery's own kernels on the stored
+packed + meta layout (at M ≤ 64 the fastest of the decode planner's
+first launch plans, each checked; above, on sm_90a, the wgmma.sp prefill
+kernel, elsewhere the tiled mma.sp one), and cuSPARSELt when the library is found
 (plan and algorithm search once per shape and M). No weights are read:
 the weights and activations are random, pruned 2:4.
 

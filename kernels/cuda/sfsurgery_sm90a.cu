@@ -13,7 +13,11 @@
 //        the two with the pair sum (kernel_wg's PAIR)
 //   gemv_hy_{bf16,f16}_t{1,2,4,8}_s{2,4}, gemv_hy_pair_*
 //        CTAs of one 32-row block (gemv_hy.cuh), and with the pair sum
+//   spmm_wg_{bf16,f16}_r256_t{128,192}, spmm_wg_{bf16,f16}_r128_t{64,128}
+//        the prefill-size product (spmm_wg.cuh): tiles of 256 weight
+//        rows by 128 or 192 tokens, or 128 rows by 64 or 128
 #include "gemv_hy.cuh"
+#include "spmm_wg.cuh"
 
 // gemv_wg_{bf16,f16}_t{1,2,4,8}_s{2,4}: grid (ceil(N/128), slices), block
 // 160 (4 consumer warps, one row block each, and the producer), dynamic
@@ -114,3 +118,29 @@ SFS_GEMV_HY_SC(gemv_hy_pair, true, 4)
 
 #undef SFS_GEMV_HY_SC
 #undef SFS_GEMV_HY
+
+// spmm_wg_{bf16,f16}_r{R}_t{BN}: the prefill-size product (spmm_wg.cuh)
+// in tiles of R weight rows (128·NWG: NWG consumer warpgroups) by BN
+// tokens: a persistent grid (at most the tiles, ceil(N/R)·ceil(M/BN); one
+// CTA per SM), block 128·NWG + 32 (the consumers, then the producer's
+// warp), dynamic shared memory sfs::spmm_wg::Shape<NWG, BN>::kSmem bytes.
+// Y [M][N] is f32 where out = 0, the element type rounded to nearest even
+// where out = 1, the bias B (N values of the element type) added where
+// not null; the operands X [M][K], packed [N][K/2] and the meta come as
+// the tensor maps tx, tp and tu that spmm_wg.cuh's TensorMap describes.
+#define SFS_SPMM_WG(name, T, NWG, BN)                                                                          \
+  extern "C" __global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, 1)                     \
+      name(void* __restrict__ Y, const __grid_constant__ sfs::spmm_wg::TensorMap tx,                             \
+           const __grid_constant__ sfs::spmm_wg::TensorMap tp, const __grid_constant__ sfs::spmm_wg::TensorMap tu, \
+           int M, int N, int K, const uint16_t* __restrict__ B, int out) {                                         \
+    sfs::spmm_wg::kernel<T, NWG, BN>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K);                          \
+  }
+SFS_SPMM_WG(spmm_wg_bf16_r256_t128, sfs::BF16, 2, 128)
+SFS_SPMM_WG(spmm_wg_f16_r256_t128, sfs::F16, 2, 128)
+SFS_SPMM_WG(spmm_wg_bf16_r128_t128, sfs::BF16, 1, 128)
+SFS_SPMM_WG(spmm_wg_f16_r128_t128, sfs::F16, 1, 128)
+SFS_SPMM_WG(spmm_wg_bf16_r256_t192, sfs::BF16, 2, 192)
+SFS_SPMM_WG(spmm_wg_f16_r256_t192, sfs::F16, 2, 192)
+SFS_SPMM_WG(spmm_wg_bf16_r128_t64, sfs::BF16, 1, 64)
+SFS_SPMM_WG(spmm_wg_f16_r128_t64, sfs::F16, 1, 64)
+#undef SFS_SPMM_WG

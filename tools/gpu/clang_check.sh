@@ -26,6 +26,7 @@ cat >"$tmp/cuda_fp16.h" <<'H'
 #define __shared__ __attribute__((shared))
 #define __forceinline__ __inline__ __attribute__((always_inline))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#define __grid_constant__
 #define __align__(n) __attribute__((aligned(n)))
 typedef unsigned long size_t;
 struct uint4 { unsigned x, y, z, w; };

@@ -1,0 +1,389 @@
+// spmm_wg.cuh: the prefill-size 2:4 product on Hopper's sparse tensor cores
+// (sm_90a: wgmma.mma_async.sp), reading the weight exactly as stored
+// (packed + meta, the bytes the decode kernels read):
+//
+//   Y[M][N] = X[M][K] · W[N][K]ᵀ (+ bias),  W given as packed[N][K/2] + meta.
+//
+// Work split. The output is cut into tiles of R = 128·NWG weight rows by BN
+// tokens; a persistent grid of at most one CTA per SM takes tiles
+// blockIdx.x, blockIdx.x + gridDim.x, … in Tiles' order (groups of
+// kGroup row tiles, each swept token tile by token tile), so that the
+// CTAs running at once share their weights and activations in L2. K goes
+// in stages of 64 columns (two k-tiles of 32).
+//
+// Roles. The CTA is NWG consumer warpgroups and one producer warpgroup
+// (the last), of which one thread works: for each stage it waits for its
+// ring slot's `empty` mbarrier, announces the stage's bytes on the slot's
+// `full` mbarrier and queues three bulk tensor copies (TMA) that complete
+// on it: the activations of BN tokens, the packed values of the R rows
+// and their meta, through the tensor maps described at TensorMap (the
+// copy engine zero-fills what lies out of bounds). Every consumer thread
+// arrives on `empty` once its products of the slot are done. With NWG =
+// 2 the producer warpgroup gives up registers (setmaxnreg) to the
+// consumers, whose accumulators take BN of them. (Producer warps issuing
+// 16-byte cp.async copies instead ran at 0.36-0.74x of dense cuBLASLt:
+// they could not queue a stage's copies as fast as the tensor cores
+// consume them; docs/kernels.md.)
+//
+// Products. Both operands come from shared memory. Product h of
+// consumer warpgroup c covers the tile's rows 128c + 64h … +63 (warp w
+// the 16 rows at 16w of them: half w % 2 of a 32-row block of the stored
+// meta), A the compressed 64 × 16 values of a k-tile in the 64-byte
+// swizzle (desc64), B the BN tokens' 32 columns in the 128-byte swizzle
+// (gemv_wg.cuh's wg_desc128); its meta word comes from a register, with
+// selector 0 (for half 1, lane L's word is lane L ^ 2's, which selector 1
+// would have read: docs/formats.md §2). A warp's meta words are
+// double-buffered: the products of stage q may still read one set while
+// the next stage's are loaded, and wgmma.wait_group 1 after stage q's
+// products frees stage q - 1's set and slot. Stages are multiplied two at
+// a time; a tile of an odd number of stages gets one more, which the copy
+// engine zero-fills (its meta replaced by a valid pattern) and adds
+// nothing. (A from registers, through ldmatrix, leaves no registers for
+// tiles of 192 tokens; at 128 it ran from 9% slower to 5% faster:
+// docs/kernels.md.)
+//
+// Shared memory of a stage: B (BN token rows of 128 bytes, unit u of
+// token t at u ^ (t % 8), 1024-byte aligned), then A (R rows of 64 bytes,
+// unit u of row r at u ^ ((r / 2) % 4)), then the meta (k-tile p's R
+// words: U[(2·kc + p)·N + n0 + i] for i < R, as stored). Tokens past M,
+// rows past N and the padding stage are zero-filled; a row block past N
+// multiplies zeros with a valid meta pattern and stores nothing.
+//
+// Results. Accumulator d[4j + i] of product h of a consumer thread (g =
+// lane / 4, tig = lane % 4) is row 128c + 64h + 16w + g + 8·(i / 2),
+// token 8j + 2·tig + i % 2 of the tile; each is stored through Out as the
+// decode kernels store theirs: f32, or the bias added and rounded to the
+// element type.
+//
+// Requirements (checked by the Go caller, kernels/prefill.go, with the
+// launch planned by launchplan.ChoosePrefill): N % 32 == 0, K % 64 == 0,
+// M ≥ 1, blockDim.x = 128·(NWG + 1), gridDim.x ≤ the tiles, dynamic
+// shared memory Shape<NWG, BN>::kSmem bytes, and the tensor maps of
+// TensorMap.
+#pragma once
+
+#include "gemv_wg.cuh"
+
+namespace sfs {
+namespace spmm_wg {
+
+using gemv::Out;
+
+// SFS_SPMM_GROUP sets kGroup, the row tiles of a group in the tile order
+// (Tiles), for tools/probes/spmm_wg_probe.cu; groups of 4, 8 and 16 ran
+// within 3% of each other on an H100.
+#ifndef SFS_SPMM_GROUP
+#define SFS_SPMM_GROUP 16
+#endif
+constexpr int kGroup = SFS_SPMM_GROUP;
+
+// Shape holds the sizes of a tile of 128·NWG weight rows by BN tokens.
+template <int NWG, int BN>
+struct Shape {
+  static_assert(NWG == 1 || NWG == 2, "one or two consumer warpgroups");
+  static_assert(BN == 64 || BN == 128 || BN == 192, "64, 128 or 192 tokens a tile");
+  static constexpr int kRows = 128 * NWG;
+  static constexpr int kThreads = 128 * (NWG + 1);  // the consumers, then the producer's warpgroup
+  static constexpr int kBBytes = BN * 128;
+  static constexpr int kABytes = kRows * 64;
+  static constexpr int kMetaBytes = 2 * kRows * 4;
+  static constexpr int kStageBytes = kBBytes + kABytes + kMetaBytes;
+  static_assert(kStageBytes % 1024 == 0, "stages keep B 1024-byte aligned");
+  // Ring depth: as many stages as 227 KB hold beside the alignment slack
+  // and the barriers, at most 8.
+  static constexpr int kFit = (232448 - 1024 - 128) / kStageBytes;
+  static constexpr int kStages = kFit < 8 ? kFit : 8;
+  static constexpr int kSmem = 1024 + kStages * kStageBytes + 16 * kStages;
+};
+
+// mma<kSel>(T, d, adesc, bdesc, e) adds A (64 rows of a k-tile at adesc,
+// meta e with selector kSel) times B (the tile's tokens at bdesc) to d:
+// one wgmma.mma_async.sp m64nBNk32 of the warpgroup, accumulating, both
+// K-major.
+template <int kSel>
+__device__ __forceinline__ void mma(BF16, float (&d)[32], uint64_t adesc, uint64_t bdesc, uint32_t e) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sp.sync.aligned.m64n64k32.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, %34, %35, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(adesc), "l"(bdesc), "r"(e), "n"(kSel));
+}
+
+template <int kSel>
+__device__ __forceinline__ void mma(F16, float (&d)[32], uint64_t adesc, uint64_t bdesc, uint32_t e) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sp.sync.aligned.m64n64k32.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, %34, %35, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(adesc), "l"(bdesc), "r"(e), "n"(kSel));
+}
+
+template <int kSel>
+__device__ __forceinline__ void mma(BF16, float (&d)[64], uint64_t adesc, uint64_t bdesc, uint32_t e) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sp.sync.aligned.m64n128k32.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, %66, %67, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(adesc), "l"(bdesc), "r"(e), "n"(kSel));
+}
+
+template <int kSel>
+__device__ __forceinline__ void mma(F16, float (&d)[64], uint64_t adesc, uint64_t bdesc, uint32_t e) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sp.sync.aligned.m64n128k32.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, %66, %67, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(adesc), "l"(bdesc), "r"(e), "n"(kSel));
+}
+
+template <int kSel>
+__device__ __forceinline__ void mma(BF16, float (&d)[96], uint64_t adesc, uint64_t bdesc, uint32_t e) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sp.sync.aligned.m64n192k32.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
+      "%96, %97, %98, %99, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(adesc), "l"(bdesc), "r"(e), "n"(kSel));
+}
+
+template <int kSel>
+__device__ __forceinline__ void mma(F16, float (&d)[96], uint64_t adesc, uint64_t bdesc, uint32_t e) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sp.sync.aligned.m64n192k32.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
+      "%96, %97, %98, %99, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(adesc), "l"(bdesc), "r"(e), "n"(kSel));
+}
+
+// reg_dec and reg_inc move the warpgroup's register budget to kRegs per
+// thread (setmaxnreg; the kernel's cap at entry comes from its
+// __launch_bounds__(kThreads, 1)).
+template <int kRegs>
+__device__ __forceinline__ void reg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void reg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// wg_wait waits until at most N of this warpgroup's committed groups of
+// products are pending.
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Tiles is the tile grid of a product and the order the CTAs take it in:
+// groups of kGroup row tiles (the last may hold fewer), one after the
+// other; within a group, the row tiles of one token tile, then those of
+// the next. The CTAs running at once then work on about kGroup row tiles
+// and a few token tiles, whose weights and activations stay in L2.
+struct Tiles {
+  int m, n, count;
+  __device__ __forceinline__ Tiles(int M, int N, int BN, int R)
+      : m((M + BN - 1) / BN), n((N + R - 1) / R), count(m * n) {}
+  // at sets the first token m0 and row n0 of tile t.
+  __device__ __forceinline__ void at(int t, int BN, int R, int& m0, int& n0) const {
+    const int span = kGroup * m;  // tiles of a whole group
+    const int first = t / span * kGroup;
+    const int rows = min(kGroup, n - first);
+    const int i = t - first * m;
+    n0 = (first + i % rows) * R;
+    m0 = i / rows * BN;
+  }
+};
+
+// TensorMap is a CUDA tensor map (CUtensorMap: 128 opaque bytes, 64-byte
+// aligned), made on the host by cuTensorMapEncodeTiled and passed by value
+// as a __grid_constant__ parameter. The three of a product (made by the Go
+// caller, kernels/tensormap.go):
+//   x: X as uint16 [M][K], box 64 × BN, 128-byte swizzle;
+//   p: packed as uint16 [N][K/2], box 32 × R, 64-byte swizzle;
+//   u: the meta as uint32 [K/32][N], box R × 2, no swizzle;
+// each with zeros for elements out of bounds (tokens past M, rows past N,
+// columns past K).
+struct __align__(64) TensorMap {
+  uint64_t opaque[16];
+};
+
+// tma2d queues a bulk tensor copy of the box at (c0, c1) (innermost
+// first) of tensor map tm to shared address dst, completing its bytes on
+// the mbarrier bar.
+__device__ __forceinline__ void tma2d(uint32_t dst, const TensorMap& tm, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(&tm)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// produce is the producer's loop, run by one thread: every stage of every
+// tile of the CTA, in order, into ring slot q % ST: it waits for the
+// slot's `empty` phase, announces the stage's bytes on its `full`
+// mbarrier and queues the three copies (activations, packed values,
+// meta), which complete on it.
+template <int NWG, int BN>
+__device__ __forceinline__ void produce(uint32_t base, uint32_t bars, const TensorMap& tx, const TensorMap& tp,
+                                        const TensorMap& tu, int M, int N, int K) {
+  using S = Shape<NWG, BN>;
+  constexpr int ST = S::kStages, R = S::kRows;
+  const Tiles tl(M, N, BN, R);
+  const int nk = K / 64, nkp = (nk + 1) & ~1;
+  uint32_t q = 0;
+  for (int t = blockIdx.x; t < tl.count; t += gridDim.x) {
+    int m0, n0;
+    tl.at(t, BN, R, m0, n0);
+    for (int kc = 0; kc < nkp; ++kc, ++q) {
+      const uint32_t s = q % ST;
+      if (q >= ST) gemv::mbar_wait(bars + 8 * (ST + s), (q / ST - 1) & 1);
+      const uint32_t st = base + s * S::kStageBytes, full = bars + 8 * s;
+      gemv::mbar_expect(full, S::kStageBytes);
+      tma2d(st, tx, 64 * kc, m0, full);
+      tma2d(st + S::kBBytes, tp, 32 * kc, n0, full);
+      tma2d(st + S::kBBytes + S::kABytes, tu, n0, 2 * kc, full);
+    }
+  }
+}
+
+// desc64 returns the wgmma shared-memory matrix descriptor of a K-major
+// tile in the 64-byte swizzle at shared address addr: rows of 64 bytes
+// whose unit u sits at u ^ ((row / 2) % 4), 8-row groups 512 bytes apart.
+__device__ __forceinline__ uint64_t desc64(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(512 >> 4) << 32) | (static_cast<uint64_t>(2) << 62);
+}
+
+// stage waits for ring slot q % ST, loads the warp's meta words e of it
+// and issues its four products (two k-tiles p, two 64-row halves h of the
+// warpgroup's rows, A and B from shared memory), then waits for the stage
+// before and releases its slot (unless first, the tile's first stage). ok
+// false (ok0, ok1 for the halves) replaces the meta by a valid pattern (a padding stage, or rows
+// past N). e is double-buffered by the caller: the products of a stage
+// may still read it while the next stage's are loaded.
+template <typename T, int NWG, int BN>
+__device__ __forceinline__ void stage(float (&acc)[2][BN / 2], uint32_t (&e)[2][2], uint32_t base, uint32_t bars,
+                                      uint32_t q, uint32_t arows, uint32_t moff, bool ok0, bool ok1, bool first) {
+  using S = Shape<NWG, BN>;
+  constexpr int ST = S::kStages;
+  const uint32_t s = q % ST;
+  gemv::mbar_wait(bars + 8 * s, (q / ST) & 1);
+  const uint32_t st = base + s * S::kStageBytes;
+#pragma unroll
+  for (int p = 0; p < 2; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t v = gemv::lds32(st + S::kBBytes + S::kABytes + p * S::kRows * 4 + moff + 4 * 64 * h);
+      e[p][h] = (h == 0 ? ok0 : ok1) ? v : 0x44444444u;  // groups keeping positions 0 and 1
+    }
+  gemv::wg_fence();
+#pragma unroll
+  for (int p = 0; p < 2; ++p) {
+    const uint64_t bd = gemv::wg_desc128(st + p * 64);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) mma<0>(T{}, acc[h], desc64(st + S::kBBytes + arows + h * 64 * 64 + p * 32), bd, e[p][h]);
+  }
+  gemv::wg_commit();
+  wg_wait<1>();
+  if (!first) gemv::mbar_arrive(bars + 8 * (ST + (q + ST - 1) % ST));
+}
+
+// consume is consumer warpgroup c's loop (warp w, lane): every tile of the
+// CTA, its products stage by stage, then its stores. Product h of the
+// warpgroup covers its rows 64h … 64h+63, warp w's 16 of them being rows
+// 16w … 16w+15: the 16-row half w % 2 of row block 2h + w/2, whose meta
+// words it reads with selector 0 (lane L reading, for half 1, the word of
+// lane L ^ 2, which selector 1 would have read: docs/formats.md §2).
+template <typename T, int NWG, int BN>
+__device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t bars, int M, int N, int K, int c,
+                                        int w, int lane) {
+  using S = Shape<NWG, BN>;
+  constexpr int ST = S::kStages, R = S::kRows;
+  const Tiles tl(M, N, BN, R);
+  const int nk = K / 64, nkp = (nk + 1) & ~1;
+  const uint32_t arows = static_cast<uint32_t>(128 * c * 64);  // the warpgroup's first A row
+  const uint32_t moff = static_cast<uint32_t>(4 * (128 * c + 32 * (w >> 1) + (lane ^ ((w & 1) << 1))));
+  const int g = lane >> 2, tig = lane & 3;
+  uint32_t q = 0;
+  for (int t = blockIdx.x; t < tl.count; t += gridDim.x) {
+    int m0, n0;
+    tl.at(t, BN, R, m0, n0);
+    const int r0 = n0 + 128 * c + 16 * w;  // the warp's first row of product 0
+    const bool live[2] = {r0 < N, r0 + 64 < N};
+    float acc[2][BN / 2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.f;
+    uint32_t e0[2][2], e1[2][2];
+    // A row block is inside N or past it as a whole (N % 32 == 0): past
+    // it, the warp multiplies zeros with a valid meta pattern.
+    for (int kc = 0; kc < nkp; kc += 2, q += 2) {
+      stage<T, NWG, BN>(acc, e0, base, bars, q, arows, moff, live[0] && kc < nk, live[1] && kc < nk, kc == 0);
+      stage<T, NWG, BN>(acc, e1, base, bars, q + 1, arows, moff, live[0] && kc + 1 < nk, live[1] && kc + 1 < nk,
+                        false);
+    }
+    wg_wait<0>();
+    gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!live[h]) continue;
+      const int row0 = r0 + 64 * h + g;
+      float bias[2] = {};
+      if (out.bias != nullptr) {
+        bias[0] = to_f32(T{}, out.bias[row0]);
+        bias[1] = to_f32(T{}, out.bias[row0 + 8]);
+      }
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int tok = m0 + 8 * j + 2 * tig + (i & 1);
+          if (tok < M) {
+            gemv::put1<T>(out, static_cast<size_t>(tok) * N + row0 + 8 * (i >> 1), acc[h][4 * j + i] + bias[i >> 1]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// kernel is the product: the barriers set up, then the roles.
+template <typename T, int NWG, int BN>
+__device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, const TensorMap& tp, const TensorMap& tu,
+                                       int M, int N, int K) {
+  using S = Shape<NWG, BN>;
+  constexpr int ST = S::kStages;
+  extern __shared__ uint4 smem4[];
+  const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem4)) + 1023) & ~1023u;
+  const uint32_t bars = base + ST * S::kStageBytes;  // full[ST], then empty[ST]
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int i = 0; i < ST; ++i) {
+      gemv::mbar_init(bars + 8 * i, 1);                 // full: the producer's expect, then the bytes
+      gemv::mbar_init(bars + 8 * (ST + i), 128 * NWG);  // empty: every consumer thread
+    }
+  }
+  __syncthreads();
+  const int wg = tid >> 7;
+  if (wg == NWG) {
+    if (NWG == 2) reg_dec<40>();
+    if (tid == 128 * NWG) produce<NWG, BN>(base, bars, tx, tp, tu, M, N, K);
+  } else {
+    if (NWG == 2) reg_inc<232>();
+    consume<T, NWG, BN>(out, base, bars, M, N, K, wg, (tid >> 5) & 3, tid & 31);
+  }
+}
+
+}  // namespace spmm_wg
+}  // namespace sfs

@@ -1,0 +1,71 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
+)
+
+// TestGPUPrefillOutput checks the prefill kernel (sm_90a) against the
+// tiled mma.sp kernel, the reference of the same operands, on every tile
+// (each forced, and ChoosePrefill's own), BF16 and F16, token
+// counts that are not multiples of any tile (65, 100, 300) and shapes
+// with row blocks past n (n = 96, 288) and an odd count of 64-column
+// stages (k = 320, 1600): the float32 sums within tolerance(k) of the
+// tiled kernel's; with a bias, the sums plus float32(b[n]) bit for bit;
+// in the element type, those rounded to nearest even bit for bit; nothing
+// written past y. Skips where the device has no prefill kernel.
+func TestGPUPrefillOutput(t *testing.T) {
+	d := openGPU(t)
+	if !d.hasPrefill() {
+		t.Skip("no sm_90a module: " + d.dec.note)
+	}
+	rng := testRand(t)
+	tiles := map[string]bool{}
+	for _, s := range []struct{ n, k int }{{96, 1600}, {288, 320}, {1024, 4096}, {4096, 512}} {
+		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
+			w := newWeight(t, d, rng, dt, s.n, s.k)
+			const maxM = 2000
+			x := upload16(t, d, randDense(rng, dt, maxM*s.k))
+			b := randDense(rng, dt, s.n)
+			b[0], b[1] = 0, 0x8000 // +0, -0
+			bias := upload16(t, d, b)
+			for _, m := range []int{65, 100, 300, maxM} {
+				ref := runSparseOut(t, d, dt, w, x, nil, false, m, sparseChoice{kernel: sparseTiled})
+				for tile := 0; tile <= len(launchplan.PrefillTiles()); tile++ {
+					p, err := launchplan.ChoosePrefill(dt, m, s.n, s.k, d.dec.lim)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if tile > 0 {
+						p = p.WithTile(launchplan.PrefillTiles()[tile-1], dt, m, s.n, d.dec.lim)
+					}
+					tiles[fmt.Sprintf("r%d_t%d", p.Tile.Rows, p.Tile.Tokens)] = true
+					what := fmt.Sprintf("%v n%d k%d m%d %s (tile %d)", dt, s.n, s.k, m, p.Entry, tile)
+					c := sparseChoice{kernel: sparsePrefill, tile: tile}
+					sums := runSparseOut(t, d, dt, w, x, nil, false, m, c)
+					got, want := make([]float32, len(sums)), make([]float32, len(ref))
+					for i := range sums {
+						got[i], want[i] = math.Float32frombits(sums[i]), math.Float32frombits(ref[i])
+					}
+					if rel, _ := diff(got, want); rel > tolerance(s.k) {
+						t.Errorf("%s: relative error %.3g against the tiled kernel", what, rel)
+					}
+					checkBiasOut(t, what+" f32 bias", dt, s.n, sums, b, false, runSparseOut(t, d, dt, w, x, bias, false, m, c))
+					checkBiasOut(t, what+" elem", dt, s.n, sums, nil, true, runSparseOut(t, d, dt, w, x, nil, true, m, c))
+					checkBiasOut(t, what+" elem bias", dt, s.n, sums, b, true, runSparseOut(t, d, dt, w, x, bias, true, m, c))
+				}
+			}
+			freeAll(t, x, bias)
+			w.free(t)
+		}
+	}
+	for _, tile := range launchplan.PrefillTiles() {
+		if name := fmt.Sprintf("r%d_t%d", tile.Rows, tile.Tokens); !tiles[name] {
+			t.Errorf("tile %s never ran", name)
+		}
+	}
+}

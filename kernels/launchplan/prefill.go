@@ -1,0 +1,138 @@
+package launchplan
+
+import (
+	"fmt"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+)
+
+// PrefillTile is a tile shape of the prefill kernel (kernels/cuda/spmm_wg.cuh,
+// in [ModuleSM90a]): Rows weight rows (128 per consumer warpgroup) by
+// Tokens tokens.
+type PrefillTile struct {
+	Rows, Tokens int
+	// Rate is the tile's throughput per SM on full waves, relative to the
+	// fastest tile's, as measured on an H100 at 16384 tokens on the
+	// Llama-3 projections (docs/kernels.md): what ChoosePrefill weighs
+	// each tile's work by.
+	Rate float64
+}
+
+// PrefillTiles returns the prefill kernel's tiles, largest first.
+func PrefillTiles() []PrefillTile {
+	return []PrefillTile{
+		{Rows: 256, Tokens: 192, Rate: 1},
+		{Rows: 256, Tokens: 128, Rate: 0.9},
+		{Rows: 128, Tokens: 128, Rate: 0.7},
+		{Rows: 128, Tokens: 64, Rate: 0.55},
+	}
+}
+
+// Geometry of the prefill kernel (spmm_wg.cuh's Shape).
+const (
+	prefillStageK    = 64     // dense columns a stage
+	prefillMaxStages = 8      // ring slots at most
+	prefillSmemCap   = 232448 // the opt-in shared memory of sm_90, which Shape sizes its ring for
+)
+
+// Threads is the block size: the consumer warpgroups and the producer's.
+func (t PrefillTile) Threads() int { return t.Rows + 128 }
+
+// stageBytes is one ring slot: the activations (128 bytes a token), the
+// packed values (64 bytes a row) and the meta (8 bytes a row).
+func (t PrefillTile) stageBytes() int { return t.Tokens*128 + t.Rows*64 + t.Rows*8 }
+
+// Stages is the ring depth: as many slots as fit beside the alignment
+// slack and the barriers, at most prefillMaxStages.
+func (t PrefillTile) Stages() int {
+	return min(prefillMaxStages, (prefillSmemCap-1024-128)/t.stageBytes())
+}
+
+// SharedBytes is the dynamic shared memory a CTA needs: 1024 bytes of
+// alignment slack, the ring and two mbarriers a slot.
+func (t PrefillTile) SharedBytes() int { return 1024 + t.Stages()*t.stageBytes() + 16*t.Stages() }
+
+// Entry is the tile's entry point for element type ty ("bf16", "f16").
+func (t PrefillTile) Entry(ty string) string {
+	return fmt.Sprintf("spmm_wg_%s_r%d_t%d", ty, t.Rows, t.Tokens)
+}
+
+// PrefillEntryPoints returns every entry point of the prefill kernel.
+func PrefillEntryPoints() []string {
+	var out []string
+	for _, t := range PrefillTiles() {
+		for _, ty := range []string{"bf16", "f16"} {
+			out = append(out, t.Entry(ty))
+		}
+	}
+	return out
+}
+
+// Prefill is one launch of the prefill kernel: Entry on a persistent grid
+// of Grid CTAs (at most one per SM) of Block threads with SharedBytes of
+// dynamic shared memory. Its parameters are y, the tensor maps of x,
+// packed and meta (by value), m, n, k, the bias (or null) and the output
+// type (0 float32, 1 the element type); the maps are those of
+// spmm_wg.cuh's TensorMap, with the tile's boxes.
+type Prefill struct {
+	Tile        PrefillTile
+	Entry       string
+	Grid        int
+	Block       int
+	SharedBytes int
+}
+
+// ChoosePrefill plans the prefill kernel for an m × n × k product of
+// element type dt on a device with lim (lim.Warpgroup set). It picks the
+// tile with the least estimated time, its waves (ceil(tiles / SMs)) times
+// its work per tile over its Rate; ties go to the larger tile.
+// TestChoosePrefill holds the choices measured best on an H100.
+func ChoosePrefill(dt checkpoint.DType, m, n, k int, lim Limits) (Prefill, error) {
+	ty, ok := elementName(dt)
+	if !ok {
+		return Prefill{}, fmt.Errorf("prefill: element type %v, want BF16 or F16", dt)
+	}
+	switch {
+	case !lim.Warpgroup:
+		return Prefill{}, fmt.Errorf("prefill: needs the sm_90a module (compute capability 9.0)")
+	case m < 1 || n < 32 || n%32 != 0 || k < 64 || k%prefillStageK != 0:
+		return Prefill{}, fmt.Errorf("prefill: m = %d, n = %d, k = %d: want m ≥ 1, n a multiple of 32, k of 64", m, n, k)
+	case lim.SMs < 1:
+		return Prefill{}, fmt.Errorf("prefill: %d SMs", lim.SMs)
+	}
+	var best Prefill
+	bestCost := 0.0
+	for _, t := range PrefillTiles() {
+		if t.SharedBytes() > lim.SharedPerBlock {
+			continue
+		}
+		tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
+		cost := float64(ceilDiv(tiles, lim.SMs)) * float64(t.Rows*t.Tokens) / t.Rate
+		if best.Entry == "" || cost < bestCost {
+			best = prefillWith(t, ty, m, n, lim)
+			bestCost = cost
+		}
+	}
+	if best.Entry == "" {
+		return Prefill{}, fmt.Errorf("prefill: no tile fits %d bytes of shared memory", lim.SharedPerBlock)
+	}
+	return best, nil
+}
+
+// prefillWith is the launch of tile t for an m × n product.
+func prefillWith(t PrefillTile, ty string, m, n int, lim Limits) Prefill {
+	tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
+	return Prefill{Tile: t, Entry: t.Entry(ty), Grid: min(tiles, lim.SMs), Block: t.Threads(), SharedBytes: t.SharedBytes()}
+}
+
+// WithTile returns the launch of the same product with tile t instead
+// (tests and benchmarks force each tile so); p's element type must be
+// dt's. A tile that needs more shared memory than lim allows leaves p as
+// it is.
+func (p Prefill) WithTile(t PrefillTile, dt checkpoint.DType, m, n int, lim Limits) Prefill {
+	ty, ok := elementName(dt)
+	if !ok || t.SharedBytes() > lim.SharedPerBlock {
+		return p
+	}
+	return prefillWith(t, ty, m, n, lim)
+}

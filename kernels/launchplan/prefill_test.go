@@ -1,0 +1,145 @@
+package launchplan
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
+)
+
+// TestPrefillShared holds the tiles' shared memory to spmm_wg.cuh's
+// Shape, whose numbers sfsurgery_sm90a.cu's entry points document.
+func TestPrefillShared(t *testing.T) {
+	want := map[string][2]int{ // stages, bytes
+		"spmm_wg_bf16_r256_t192": {5, 216144},
+		"spmm_wg_bf16_r256_t128": {6, 210016},
+		"spmm_wg_bf16_r128_t128": {8, 205952},
+		"spmm_wg_bf16_r128_t64":  {8, 140416},
+	}
+	for _, tile := range PrefillTiles() {
+		w, ok := want[tile.Entry("bf16")]
+		if !ok {
+			t.Errorf("%s: no expected size", tile.Entry("bf16"))
+			continue
+		}
+		if tile.Stages() != w[0] || tile.SharedBytes() != w[1] {
+			t.Errorf("%s: %d stages, %d bytes; want %d, %d", tile.Entry("bf16"), tile.Stages(), tile.SharedBytes(), w[0], w[1])
+		}
+		if tile.stageBytes()%1024 != 0 {
+			t.Errorf("%s: a stage of %d bytes leaves B unaligned", tile.Entry("bf16"), tile.stageBytes())
+		}
+	}
+}
+
+// TestChoosePrefill holds the planner to the tiles measured fastest on an
+// H100 (BF16; docs/kernels.md) for the Llama-3 shapes where one tile led
+// clearly.
+func TestChoosePrefill(t *testing.T) {
+	h100 := KnownLimits()["h100"]
+	for _, c := range []struct {
+		m, n, k int
+		want    string
+	}{
+		{256, 4096, 4096, "r128_t64"},    // 8B q/o
+		{256, 14336, 4096, "r256_t128"},  // 8B gate/up
+		{256, 8192, 28672, "r128_t128"},  // 70B down
+		{1024, 4096, 14336, "r256_t128"}, // 8B down
+		{1024, 8192, 28672, "r256_t128"}, // 70B down
+		{16384, 8192, 8192, "r256_t192"}, // 70B q/o
+		{16384, 4096, 14336, "r256_t192"},
+	} {
+		p, err := ChoosePrefill(checkpoint.BF16, c.m, c.n, c.k, h100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "spmm_wg_bf16_" + c.want; p.Entry != want {
+			t.Errorf("m=%d n=%d k=%d: %s, want %s", c.m, c.n, c.k, p.Entry, want)
+		}
+		tiles := ceilDiv(c.m, p.Tile.Tokens) * ceilDiv(c.n, p.Tile.Rows)
+		if p.Grid != min(tiles, h100.SMs) || p.Block != p.Tile.Rows+128 || p.SharedBytes > h100.SharedPerBlock {
+			t.Errorf("m=%d n=%d: launch %+v", c.m, c.n, p)
+		}
+	}
+}
+
+// TestChoosePrefillRefuses: what the kernel cannot run is an error.
+func TestChoosePrefillRefuses(t *testing.T) {
+	h100, a100 := KnownLimits()["h100"], KnownLimits()["a100"]
+	for _, c := range []struct {
+		name    string
+		dt      checkpoint.DType
+		m, n, k int
+		lim     Limits
+		want    string
+	}{
+		{"sm_80", checkpoint.BF16, 512, 4096, 4096, a100, "sm_90a"},
+		{"f32", checkpoint.F32, 512, 4096, 4096, h100, "element type"},
+		{"n", checkpoint.BF16, 512, 4100, 4096, h100, "n = 4100"},
+		{"k", checkpoint.F16, 512, 4096, 4000, h100, "k = 4000"},
+		{"m", checkpoint.F16, 0, 4096, 4096, h100, "m = 0"},
+		{"small device", checkpoint.F16, 512, 4096, 4096, Limits{SMs: 8, SharedPerBlock: 100 << 10, Warpgroup: true}, "no tile fits"},
+	} {
+		_, err := ChoosePrefill(c.dt, c.m, c.n, c.k, c.lim)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestPrefillEntryPointsInPTX holds every prefill entry point to the
+// sm_90a PTX: present, with y, three 128-byte tensor maps (64-byte
+// aligned), m, n, k, the bias and the output type, in that order.
+func TestPrefillEntryPointsInPTX(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "ptx", filepath.Base(ModuleSM90a)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entryRE := regexp.MustCompile(`(?m)^\.visible \.entry (\w+)\(\n((?:\s*\.param [^\n]*\n)*)\)`)
+	paramRE := regexp.MustCompile(`\.param (\.align 64 \.b8 \w+\[128\]|\.u64|\.u32)`)
+	params := map[string][]string{}
+	for _, m := range entryRE.FindAllStringSubmatch(string(src), -1) {
+		for _, p := range paramRE.FindAllStringSubmatch(m[2], -1) {
+			kind := p[1]
+			if strings.HasPrefix(kind, ".align") {
+				kind = "map"
+			}
+			params[m[1]] = append(params[m[1]], kind)
+		}
+	}
+	want := []string{".u64", "map", "map", "map", ".u32", ".u32", ".u32", ".u64", ".u32"}
+	for _, e := range PrefillEntryPoints() {
+		got, ok := params[e]
+		if !ok {
+			t.Errorf("no .entry %s", e)
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: parameters %v, want %v", e, got, want)
+		}
+	}
+}
+
+// TestPrefillWithTile: forcing a tile gives that tile's launch for the
+// same product, and a tile that does not fit leaves the plan as it was.
+func TestPrefillWithTile(t *testing.T) {
+	h100 := KnownLimits()["h100"]
+	p, err := ChoosePrefill(checkpoint.F16, 1000, 4096, 4096, h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tile := range PrefillTiles() {
+		q := p.WithTile(tile, checkpoint.F16, 1000, 4096, h100)
+		tiles := ceilDiv(1000, tile.Tokens) * ceilDiv(4096, tile.Rows)
+		if q.Tile != tile || q.Entry != tile.Entry("f16") || q.Grid != min(tiles, 132) || q.SharedBytes != tile.SharedBytes() {
+			t.Errorf("%s: %+v", tile.Entry("f16"), q)
+		}
+	}
+	small := Limits{SMs: 8, SharedPerBlock: 150000, Warpgroup: true}
+	if q := p.WithTile(PrefillTiles()[0], checkpoint.F16, 1000, 4096, small); q != p {
+		t.Errorf("a tile past the shared memory replaced the plan: %+v", q)
+	}
+}

@@ -1,0 +1,67 @@
+package kernels
+
+import (
+	"fmt"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
+)
+
+// hasPrefill reports whether d runs the prefill kernel above
+// launchplan.MaxTokens tokens: whether its sm_90a module is loaded (set
+// at Open, read-only after). A nil Device has none.
+func (d *Device) hasPrefill() bool { return d != nil && d.dec.lim.Warpgroup }
+
+// prefillMaps returns the tensor maps the prefill kernel reads ops
+// through, for tile t (cuda/spmm_wg.cuh's TensorMap): x [M][K] in boxes of
+// 64 × t.Tokens (128-byte swizzle), packed [N][K/2] in boxes of 32 ×
+// t.Rows (64-byte swizzle), and the meta as uint32 [K/32][N] in boxes of
+// t.Rows × 2.
+func prefillMaps(ops SparseOperands, t launchplan.PrefillTile) [3]cuda.TensorMap2D {
+	return [3]cuda.TensorMap2D{
+		{Addr: uint64(ops.X.ptr), ElemBytes: 2, Cols: ops.K, Rows: ops.M, BoxCols: 64, BoxRows: t.Tokens, Swizzle: cuda.Swizzle128B},
+		{Addr: uint64(ops.Packed.ptr), ElemBytes: 2, Cols: ops.K / 2, Rows: ops.N, BoxCols: 32, BoxRows: t.Rows, Swizzle: cuda.Swizzle64B},
+		{Addr: uint64(ops.Meta.ptr), ElemBytes: 4, Cols: ops.N, Rows: ops.K / 32, BoxCols: t.Rows, BoxRows: 2, Swizzle: cuda.SwizzleNone},
+	}
+}
+
+// launchPrefill queues the prefill kernel for ops, as SparseMatmul does
+// above launchplan.MaxTokens tokens on compute capability 9.0, with
+// launchplan.ChoosePrefill's tile (tile 0) or, for tests, tile i+1 of
+// launchplan.PrefillTiles. It runs with the context current and the mutex
+// held.
+func (d *Device) launchPrefill(op string, ops SparseOperands, tile int) error {
+	p, err := launchplan.ChoosePrefill(ops.DType, ops.M, ops.N, ops.K, d.dec.lim)
+	if err != nil {
+		return argError("%s: %v", op, err)
+	}
+	if tiles := launchplan.PrefillTiles(); tile > 0 && tile <= len(tiles) {
+		p = p.WithTile(tiles[tile-1], ops.DType, ops.M, ops.N, d.dec.lim)
+	}
+	fn, ok := d.dec.funcs[p.Entry]
+	if !ok {
+		return fmt.Errorf("%s: %s is not in the loaded sm_90a module", op, p.Entry)
+	}
+	var tm [3]cuda.TensorMap
+	for i, v := range prefillMaps(ops, p.Tile) {
+		if tm[i], err = d.drv.EncodeTensorMap2D(v); err != nil {
+			return fmt.Errorf("%s: the %s tensor map of %s: %w", op, [...]string{"x", "packed", "meta"}[i], p.Entry, err)
+		}
+	}
+	var bias uint64
+	if ops.Bias != nil {
+		bias = uint64(ops.Bias.ptr)
+	}
+	out := 0
+	if ops.elementY() {
+		out = 1
+	}
+	cfg := cuda.LaunchConfig{
+		Grid: cuda.Dim3{uint32(p.Grid), 1, 1}, Block: cuda.Dim3{uint32(p.Block), 1, 1},
+		SharedBytes: p.SharedBytes, Stream: d.stream,
+	}
+	return d.drv.LaunchArgs(p.Entry, fn, cfg, cuda.Word(uint64(ops.Y.ptr)),
+		cuda.TensorArg(&tm[0]), cuda.TensorArg(&tm[1]), cuda.TensorArg(&tm[2]),
+		cuda.Word(cuda.Int32(ops.M)), cuda.Word(cuda.Int32(ops.N)), cuda.Word(cuda.Int32(ops.K)),
+		cuda.Word(bias), cuda.Word(cuda.Int32(out)))
+}

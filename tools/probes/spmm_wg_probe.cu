@@ -1,0 +1,356 @@
+// spmm_wg_probe.cu: the prefill kernel of kernels/cuda/spmm_wg.cuh against
+// the tiled mma.sp kernel (spmm.cuh, the reference: same operands, f32)
+// and dense cuBLASLt (BF16 or F16 in and out, f32 compute: what
+// F.linear runs), on random operands with random valid meta.
+//
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/spmm_wg \
+//     tools/probes/spmm_wg_probe.cu -lcublasLt -lcuda && /tmp/spmm_wg [check|time] [f16]
+//
+// check: every tile shape on small and odd sizes: ‖ours − ref‖/‖ref‖ of the
+// f32 output, and the element-type output with a bias against the
+// reference rounded (at most one unit in the last place apart). time: the
+// eight Llama-3-8B/70B projection shapes at M = 256, 1024, 4096, 16384,
+// each tile shape and cuBLASLt in one process, median µs of 7 batches
+// (probe_time.cuh), and the ratio dense / ours.
+#include <cublasLt.h>
+#include <cuda.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../../kernels/cuda/spmm.cuh"
+#include "../../kernels/cuda/spmm_wg.cuh"
+#include "probe_time.cuh"
+
+#define LT(x)                                                              \
+  do {                                                                     \
+    cublasStatus_t s_ = (x);                                               \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                     \
+      fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, s_); \
+      exit(1);                                                             \
+    }                                                                      \
+  } while (0)
+
+template <typename T>
+__global__ void ref_kernel(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, int M, int N, int K) {
+  sfs::spmm::kernel<T>(Y, X, P, U, M, N, K);
+}
+
+using sfs::spmm_wg::TensorMap;
+
+template <typename T, int NWG, int BN>
+__global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, 1)
+    wg_kernel(void* Y, const __grid_constant__ TensorMap tx, const __grid_constant__ TensorMap tp,
+              const __grid_constant__ TensorMap tu, int M, int N, int K, const uint16_t* B, int out) {
+  sfs::spmm_wg::kernel<T, NWG, BN>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K);
+}
+
+// encode makes a 2-D tensor map of rows × cols elements of `bytes` bytes
+// (row stride cols·bytes), box bw × bh, with the given swizzle.
+TensorMap encode(const void* ptr, int bytes, uint64_t cols, uint64_t rows, uint32_t bw, uint32_t bh,
+                 CUtensorMapSwizzle sw) {
+  TensorMap tm;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols * bytes};
+  const cuuint32_t box[2] = {bw, bh};
+  const cuuint32_t es[2] = {1, 1};
+  CUresult r = cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(&tm),
+                                      bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32, 2,
+                                      const_cast<void*>(ptr), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", r);
+    exit(1);
+  }
+  return tm;
+}
+
+struct Variant {
+  const char* name;
+  void (*launch)(int sms, void* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, int M, int N, int K,
+                 const uint16_t* B, int out);
+};
+
+template <typename T, int NWG, int BN>
+void launch_wg(int sms, void* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, int M, int N, int K,
+               const uint16_t* B, int out) {
+  using S = sfs::spmm_wg::Shape<NWG, BN>;
+  static bool set = false;
+  if (!set) {
+    CK(cudaFuncSetAttribute(wg_kernel<T, NWG, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
+    set = true;
+  }
+  const long tiles = static_cast<long>((M + BN - 1) / BN) * ((N + S::kRows - 1) / S::kRows);
+  const int grid = static_cast<int>(tiles < sms ? tiles : sms);
+  const TensorMap tx = encode(X, 2, K, M, 64, BN, CU_TENSOR_MAP_SWIZZLE_128B);
+  const TensorMap tp = encode(P, 2, K / 2, N, 32, S::kRows, CU_TENSOR_MAP_SWIZZLE_64B);
+  const TensorMap tu = encode(U, 4, N, K / 32, S::kRows, 2, CU_TENSOR_MAP_SWIZZLE_NONE);
+  wg_kernel<T, NWG, BN><<<grid, S::kThreads, S::kSmem>>>(Y, tx, tp, tu, M, N, K, B, out);
+}
+
+template <typename T>
+std::vector<Variant> variants() {
+  return {{"r256_t192", launch_wg<T, 2, 192>},
+          {"r256_t128", launch_wg<T, 2, 128>},
+          {"r128_t128", launch_wg<T, 1, 128>},
+          {"r128_t64", launch_wg<T, 1, 64>}};
+}
+
+// bits16 returns the raw bits of v in the element type (round to nearest even).
+uint16_t bits16(bool f16, float v) {
+  if (f16) {
+    __half h = __float2half_rn(v);
+    uint16_t r;
+    memcpy(&r, &h, 2);
+    return r;
+  }
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+float f32of(bool f16, uint16_t b) {
+  if (f16) {
+    __half h;
+    memcpy(&h, &b, 2);
+    return __half2float(h);
+  }
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float v;
+  memcpy(&v, &u, 4);
+  return v;
+}
+
+struct Problem {
+  int M, N, K;
+  uint16_t *X, *P, *B;
+  uint32_t* U;
+  float* ref;
+  void* Y;
+};
+
+Problem make(std::mt19937& rng, bool f16, int M, int N, int K, bool withRef) {
+  Problem p{M, N, K};
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint16_t> x(static_cast<size_t>(M) * K), w(static_cast<size_t>(N) * K / 2), b(N);
+  for (auto& v : x) v = bits16(f16, nd(rng));
+  for (auto& v : w) v = bits16(f16, nd(rng) * 0.05f);
+  for (auto& v : b) v = bits16(f16, nd(rng));
+  static const uint32_t nib[6] = {0x4, 0x8, 0xC, 0x9, 0xD, 0xE};
+  std::vector<uint32_t> u(static_cast<size_t>(N) * K / 32);
+  for (auto& v : u) {
+    v = 0;
+    for (int i = 0; i < 8; ++i) v |= nib[rng() % 6] << (4 * i);
+  }
+  CK(cudaMalloc(&p.X, x.size() * 2));
+  CK(cudaMalloc(&p.P, w.size() * 2));
+  CK(cudaMalloc(&p.B, b.size() * 2));
+  CK(cudaMalloc(&p.U, u.size() * 4));
+  CK(cudaMalloc(&p.Y, static_cast<size_t>(M) * N * 4));
+  CK(cudaMemcpy(p.X, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(p.P, w.data(), w.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(p.B, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(p.U, u.data(), u.size() * 4, cudaMemcpyHostToDevice));
+  p.ref = nullptr;
+  if (withRef) {
+    CK(cudaMalloc(&p.ref, static_cast<size_t>(M) * N * 4));
+    dim3 grid((M + 63) / 64, (N + 63) / 64);
+    if (f16) {
+      ref_kernel<sfs::F16><<<grid, 128>>>(p.ref, p.X, p.P, p.U, M, N, K);
+    } else {
+      ref_kernel<sfs::BF16><<<grid, 128>>>(p.ref, p.X, p.P, p.U, M, N, K);
+    }
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+  }
+  return p;
+}
+
+void release(Problem& p) {
+  CK(cudaFree(p.X));
+  CK(cudaFree(p.P));
+  CK(cudaFree(p.B));
+  CK(cudaFree(p.U));
+  CK(cudaFree(p.Y));
+  if (p.ref) CK(cudaFree(p.ref));
+}
+
+int check(bool f16, int sms) {
+  std::mt19937 rng(1234);
+  int bad = 0;
+  struct Case {
+    int M, N, K;
+  } cases[] = {{1, 256, 128},   {7, 96, 192},     {64, 512, 256},   {100, 1024, 640},
+               {129, 352, 4096}, {256, 4096, 4096}, {300, 1024, 1088}, {1000, 14336, 512},
+               {4096, 1024, 4096}};
+  auto vs = f16 ? variants<sfs::F16>() : variants<sfs::BF16>();
+  for (const Case& c : cases) {
+    Problem p = make(rng, f16, c.M, c.N, c.K, true);
+    const size_t n = static_cast<size_t>(c.M) * c.N;
+    std::vector<float> ref(n), got(n);
+    std::vector<uint16_t> got16(n), bias(c.N);
+    CK(cudaMemcpy(ref.data(), p.ref, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(bias.data(), p.B, c.N * 2, cudaMemcpyDeviceToHost));
+    for (const Variant& v : vs) {
+      // f32, no bias; poisoned first.
+      CK(cudaMemset(p.Y, 0xFF, n * 4));
+      v.launch(sms, p.Y, p.X, p.P, p.U, c.M, c.N, c.K, nullptr, 0);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(got.data(), p.Y, n * 4, cudaMemcpyDeviceToHost));
+      double num = 0, den = 0;
+      long nan = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(got[i])) ++nan;
+        const double d = static_cast<double>(got[i]) - ref[i];
+        num += d * d;
+        den += static_cast<double>(ref[i]) * ref[i];
+      }
+      const double rel = std::sqrt(num / (den > 0 ? den : 1));
+      // element type with the bias, poisoned; one ulp of slack.
+      CK(cudaMemset(p.Y, 0xFF, n * 4));
+      v.launch(sms, p.Y, p.X, p.P, p.U, c.M, c.N, c.K, p.B, 1);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(got16.data(), p.Y, n * 2, cudaMemcpyDeviceToHost));
+      long off = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t want = bits16(f16, ref[i] + f32of(f16, bias[i % c.N]));
+        const int d = static_cast<int>(got16[i]) - static_cast<int>(want);
+        if (d > 1 || d < -1) ++off;
+      }
+      // nothing written past y (element type): the next 2·n bytes stay poisoned.
+      std::vector<uint16_t> tail(n);
+      CK(cudaMemcpy(tail.data(), static_cast<uint16_t*>(p.Y) + n, n * 2, cudaMemcpyDeviceToHost));
+      long past = 0;
+      for (uint16_t t : tail) past += t != 0xFFFF;
+      const bool ok = rel < 1e-5 && nan == 0 && off == 0 && past == 0;
+      bad += !ok;
+      printf("check %s %-10s M=%5d N=%5d K=%5d rel %.2e nonfinite %ld off-by->1ulp %ld written-past %ld %s\n",
+             f16 ? "f16" : "bf16", v.name, c.M, c.N, c.K, rel, nan, off, past, ok ? "ok" : "FAIL");
+    }
+    release(p);
+  }
+  return bad;
+}
+
+struct Dense {
+  cublasLtHandle_t h;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulAlgo_t algo;
+  void* ws;
+  size_t wsBytes;
+  Dense(cublasLtHandle_t h_, void* ws_, size_t wsb, bool f16, int m, int n, int k) : h(h_), ws(ws_), wsBytes(wsb) {
+    const cudaDataType_t dt = f16 ? CUDA_R_16F : CUDA_R_16BF;
+    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn));
+    LT(cublasLtMatrixLayoutCreate(&la, dt, k, n, k));
+    LT(cublasLtMatrixLayoutCreate(&lb, dt, k, m, k));
+    LT(cublasLtMatrixLayoutCreate(&lc, dt, n, m, n));
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    LT(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &found));
+    if (found == 0) {
+      fprintf(stderr, "no cuBLASLt algorithm\n");
+      exit(1);
+    }
+    algo = res.algo;
+    LT(cublasLtMatmulPreferenceDestroy(pref));
+  }
+  void run(void* y, const void* w, const void* x) {
+    const float one = 1, zero = 0;
+    LT(cublasLtMatmul(h, desc, &one, w, la, x, lb, &zero, y, lc, y, lc, &algo, ws, wsBytes, 0));
+  }
+};
+
+int timing(bool f16, int sms) {
+  std::mt19937 rng(99);
+  struct Shape {
+    const char* name;
+    int N, K;
+  } shapes[] = {{"8b q/o", 4096, 4096},    {"8b k/v", 1024, 4096},    {"8b gate/up", 14336, 4096},
+                {"8b down", 4096, 14336},  {"70b q/o", 8192, 8192},   {"70b k/v", 1024, 8192},
+                {"70b gate/up", 28672, 8192}, {"70b down", 8192, 28672}};
+  const int ms[] = {256, 1024, 4096, 16384};
+  const bool q = getenv("QUICK") != nullptr;
+  cublasLtHandle_t lt;
+  LT(cublasLtCreate(&lt));
+  void* ws;
+  const size_t wsb = 32 << 20;
+  CK(cudaMalloc(&ws, wsb));
+  Busy busy = make_busy(256 << 20);
+  auto vs = f16 ? variants<sfs::F16>() : variants<sfs::BF16>();
+  printf("%-12s %6s %10s", "shape", "M", "dense_us");
+  for (const Variant& v : vs) printf(" %10s", v.name);
+  printf("   best  x_dense\n");
+  for (const Shape& s : shapes) {
+    if (q && strcmp(s.name, "8b gate/up") && strcmp(s.name, "8b q/o") && strcmp(s.name, "70b down")) continue;
+    for (int M : ms) {
+      if (q && M != 256 && M != 4096) continue;
+      Problem p = make(rng, f16, M, s.N, s.K, false);
+      uint16_t* Wd;
+      CK(cudaMalloc(&Wd, static_cast<size_t>(s.N) * s.K * 2));
+      CK(cudaMemset(Wd, 0x3c, static_cast<size_t>(s.N) * s.K * 2));
+      Dense d(lt, ws, wsb, f16, M, s.N, s.K);
+      const float tdense = timeit(busy, [&](int) { d.run(p.Y, Wd, p.X); });
+      printf("%-12s %6d %10.1f", s.name, M, tdense);
+      float best = 1e30f;
+      const char* bn = "";
+      for (const Variant& v : vs) {
+        const float t = timeit(busy, [&](int) { v.launch(sms, p.Y, p.X, p.P, p.U, M, s.N, s.K, p.B, 1); });
+        printf(" %10.1f", t);
+        if (t < best) best = t, bn = v.name;
+      }
+      printf("  %s %.2fx\n", bn, tdense / best);
+      fflush(stdout);
+      CK(cudaFree(Wd));
+      release(p);
+    }
+  }
+  return 0;
+}
+
+// one runs variant v (its index) on one problem `reps` times: for ncu.
+int one(bool f16, int sms, int v, int M, int N, int K, int reps) {
+  std::mt19937 rng(5);
+  Problem p = make(rng, f16, M, N, K, false);
+  auto vs = f16 ? variants<sfs::F16>() : variants<sfs::BF16>();
+  for (int i = 0; i < reps; ++i) vs[v].launch(sms, p.Y, p.X, p.P, p.U, M, N, K, p.B, 1);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  release(p);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 7 && !strcmp(argv[1], "one")) {
+    int dev = 0, sms = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return one(false, sms, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
+  }
+  bool f16 = false, doCheck = true, doTime = true;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "f16")) f16 = true;
+    if (!strcmp(argv[i], "check")) doTime = false;
+    if (!strcmp(argv[i], "time")) doCheck = false;
+  }
+  int dev = 0, sms = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  int bad = 0;
+  if (doCheck) bad = check(f16, sms);
+  if (doTime) timing(f16, sms);
+  printf("%s\n", bad ? "CHECK FAILED" : "checks ok");
+  return bad ? 1 : 0;
+}
