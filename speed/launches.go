@@ -17,8 +17,10 @@ const LaunchesSchema = "sfsurgery-launches/1"
 // Launches is the launch contract of a model's shapes on one device: for
 // every shape and token count M, the launch record of the decode kernel
 // that SparseMatmul runs there (launchplan.Choose's plan, as a
-// launchplan.Launch), for an engine that loads the same PTX to execute
-// without a planner of its own. docs/launch.md describes the records.
+// launchplan.Launch), and on sm_90a the prefill kernel's records for every
+// M above the decode kernels', for an engine that loads the same PTX to
+// execute without a planner of its own. docs/launch.md describes the
+// records.
 type Launches struct {
 	// Schema is LaunchesSchema; Tool the sfsurgery that planned.
 	Schema string `json:"schema"`
@@ -39,6 +41,10 @@ type ShapeLaunches struct {
 	Shape
 	// Launches are one per token count, in the order given.
 	Launches []LaunchAt `json:"launches"`
+	// Prefill are the prefill kernel's records
+	// (launchplan.PrefillRecords) where the device runs it: ranges of M
+	// from launchplan.MaxTokens+1 up, the last serving every M above it.
+	Prefill []launchplan.PrefillRecord `json:"prefill,omitempty"`
 }
 
 // LaunchAt is the launch at one token count M: a record, or why there is
@@ -83,6 +89,11 @@ func PlanLaunches(shapes []Shape, ms []int, dt checkpoint.DType, lim launchplan.
 			}
 			sl.Launches = append(sl.Launches, at)
 		}
+		if lim.Warpgroup {
+			// A shape the prefill kernel cannot take (the decode records
+			// say why) gets none.
+			sl.Prefill, _ = launchplan.PrefillRecords(dt, s.N, s.K, lim)
+		}
 		out.Shapes = append(out.Shapes, sl)
 	}
 	return out, nil
@@ -104,6 +115,14 @@ func (l *Launches) WriteText(w io.Writer) error {
 			r := at.Launch
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%v\t%v\t%v\t%d\t%v\t%d\n", name, at.M, r.Entry, r.Grid, r.Block, r.Cluster,
 				r.SharedBytes, r.Cooperative, r.Workspace.Bytes())
+		}
+		for i, r := range s.Prefill {
+			to := fmt.Sprint(r.To)
+			if i == len(s.Prefill)-1 {
+				to = "" // the last range serves every M above
+			}
+			fmt.Fprintf(tw, "%s\t%d-%s\t%s\tmin(tiles, SMs)\t[%d 1 1]\t-\t%d\tfalse\t0\n", name, r.From, to, r.Entry,
+				r.Block, r.SharedBytes)
 		}
 	}
 	return tw.Flush()

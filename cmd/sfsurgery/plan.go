@@ -23,15 +23,16 @@ func newPlanCmd() *cobra.Command {
 	var f planFlags
 	cmd := &cobra.Command{
 		Use:   "plan [<checkpoint>]",
-		Short: "Print the launch records of the decode kernels for a model's shapes",
+		Short: "Print the launch records of the sparse kernels for a model's shapes",
 		Long: `plan prints, for every projection shape of a checkpoint (or of --shapes)
 and every token count M up to 64, the launch of the decode kernel that
 SparseMatmul runs there: the PTX module and entry point, grid, block,
 cluster, dynamic shared memory, cooperative flag, split-K workspace and
 the ordered kernel parameters, and the fallback launch for a driver that
-refuses the cooperative launch or the clusters. An engine that loads the
-same PTX executes these records and plans nothing itself
-(docs/launch.md).
+refuses the cooperative launch or the clusters. On an H100 or H200 it
+adds the prefill kernel's launches for every M above 64, as ranges of M
+with one launch each. An engine that loads the same PTX executes these
+records and plans nothing itself (docs/launch.md).
 
 The plans depend on the GPU: plan reads the limits of the GPU at hand, or
 takes a named GPU's with --limits (h100, h200, a100, l4) on a machine

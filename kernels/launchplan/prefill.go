@@ -136,3 +136,49 @@ func (p Prefill) WithTile(t PrefillTile, dt checkpoint.DType, m, n int, lim Limi
 	}
 	return prefillWith(t, ty, m, n, lim)
 }
+
+// PrefillRecord is the prefill kernel's launch for the token counts From
+// … To of one shape, as plain data for an engine that loads the PTX
+// (docs/launch.md): load Module, look up Entry, allow it SharedBytes of
+// dynamic shared memory, and launch it on min(ceil(m/Tokens)·ceil(n/Rows),
+// SMs) CTAs of Block threads with the parameters y, the tensor maps of x
+// (uint16 [m][k], box 64 × Tokens, 128-byte swizzle), packed (uint16
+// [n][k/2], box 32 × Rows, 64-byte swizzle) and meta (uint32 [k/32][n],
+// box Rows × 2, no swizzle), each by value, then m, n, k, the bias (or
+// null) and the output type (0 float32, 1 the element type). The last
+// record of a shape serves every m above its To too.
+type PrefillRecord struct {
+	From        int    `json:"from"`
+	To          int    `json:"to"`
+	Module      string `json:"module"`
+	Entry       string `json:"entry"`
+	Rows        int    `json:"rows"`
+	Tokens      int    `json:"tokens"`
+	Block       int    `json:"block"`
+	SharedBytes int    `json:"shared_bytes"`
+}
+
+// PrefillRecordsTo is how far PrefillRecords plans: the token counts past
+// it take the last record (ChoosePrefill's tile no longer changes there
+// on the Llama-family shapes: TestPrefillRecords).
+const PrefillRecordsTo = 1 << 17
+
+// PrefillRecords returns ChoosePrefill's launches of an n × k weight of
+// element type dt for every token count from MaxTokens+1 to
+// PrefillRecordsTo, as ranges of the same launch, in order.
+func PrefillRecords(dt checkpoint.DType, n, k int, lim Limits) ([]PrefillRecord, error) {
+	var out []PrefillRecord
+	for m := MaxTokens + 1; m <= PrefillRecordsTo; m++ {
+		p, err := ChoosePrefill(dt, m, n, k, lim)
+		if err != nil {
+			return nil, err
+		}
+		if last := len(out) - 1; last >= 0 && out[last].Entry == p.Entry {
+			out[last].To = m
+			continue
+		}
+		out = append(out, PrefillRecord{From: m, To: m, Module: ModuleSM90a, Entry: p.Entry, Rows: p.Tile.Rows,
+			Tokens: p.Tile.Tokens, Block: p.Block, SharedBytes: p.SharedBytes})
+	}
+	return out, nil
+}

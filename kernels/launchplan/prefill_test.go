@@ -143,3 +143,40 @@ func TestPrefillWithTile(t *testing.T) {
 		t.Errorf("a tile past the shared memory replaced the plan: %+v", q)
 	}
 }
+
+// TestPrefillRecords: the ranges cover MaxTokens+1 … PrefillRecordsTo in
+// order without gaps, each record is ChoosePrefill's launch at both ends,
+// and past PrefillRecordsTo the choice is the last record's (checked on
+// the Llama-3 shapes up to 4·PrefillRecordsTo).
+func TestPrefillRecords(t *testing.T) {
+	h100 := KnownLimits()["h100"]
+	for _, s := range []struct{ n, k int }{{1024, 4096}, {4096, 4096}, {6144, 4096}, {14336, 4096}, {28672, 4096}, {4096, 14336}, {8192, 28672}, {10240, 8192}} {
+		recs, err := PrefillRecords(checkpoint.BF16, s.n, s.k, h100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 || recs[0].From != MaxTokens+1 || recs[len(recs)-1].To != PrefillRecordsTo || len(recs) > 32 {
+			t.Fatalf("%dx%d: %d records from %d", s.n, s.k, len(recs), recs[0].From)
+		}
+		for i, r := range recs {
+			if i > 0 && r.From != recs[i-1].To+1 {
+				t.Errorf("%dx%d: record %d starts at %d after %d", s.n, s.k, i, r.From, recs[i-1].To)
+			}
+			for _, m := range []int{r.From, r.To} {
+				p, _ := ChoosePrefill(checkpoint.BF16, m, s.n, s.k, h100)
+				if p.Entry != r.Entry || p.Block != r.Block || p.SharedBytes != r.SharedBytes || r.Module != ModuleSM90a {
+					t.Errorf("%dx%d m=%d: record %+v, plan %+v", s.n, s.k, m, r, p)
+				}
+			}
+		}
+		last := recs[len(recs)-1]
+		for m := PrefillRecordsTo + 1; m <= 4*PrefillRecordsTo; m += 97 {
+			if p, _ := ChoosePrefill(checkpoint.BF16, m, s.n, s.k, h100); p.Entry != last.Entry {
+				t.Fatalf("%dx%d m=%d: %s past the records, the last is %s", s.n, s.k, m, p.Entry, last.Entry)
+			}
+		}
+	}
+	if _, err := PrefillRecords(checkpoint.BF16, 4096, 4096, KnownLimits()["a100"]); err == nil {
+		t.Error("records for an sm_80 device")
+	}
+}
