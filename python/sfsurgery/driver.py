@@ -13,7 +13,7 @@ import threading
 from typing import Dict, Optional, Tuple
 
 from .errors import DeviceError
-from .records import MODULES, Launch
+from .records import MODULES, Launch, Prefill
 
 _CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
 _CUDA_ERROR_NOT_SUPPORTED = 801
@@ -27,6 +27,10 @@ _FUNC_MAX_DYNAMIC_SHARED = 8
 _FUNC_CARVEOUT = 9
 _LAUNCH_COOPERATIVE = 2
 _LAUNCH_CLUSTER = 4
+# cuTensorMapEncodeTiled's enum values (cuda.h; tools/abi/cuabi.c).
+_TENSOR_UINT16, _TENSOR_UINT32 = 1, 2
+_SWIZZLE_NONE, _SWIZZLE_64B, _SWIZZLE_128B = 0, 2, 3
+_L2_PROMOTION_256B = 3
 
 PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
 
@@ -81,6 +85,12 @@ class Driver:
             fn = getattr(lib, name)
             fn.argtypes = args
             fn.restype = i32
+        # CUDA 12.0 and later; the prefill kernel needs it.
+        self._encode = getattr(lib, "cuTensorMapEncodeTiled", None)
+        if self._encode is not None:
+            u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+            self._encode.argtypes = [vp, i32, u32, vp, u64p, u64p, u32p, u32p, i32, i32, i32, i32]
+            self._encode.restype = i32
         self.check("cuInit", lib.cuInit(0))
 
     def name(self, code: int) -> str:
@@ -162,6 +172,21 @@ class Driver:
         """Sets a CUfunction attribute."""
         self.check(f"cuFuncSetAttribute({what})", self._lib.cuFuncSetAttribute(fn, attr, value))
 
+    def tensor_map(self, buf: "_MapSlot", addr: int, elem_bytes: int, cols: int, rows: int, box_cols: int, box_rows: int, swizzle: int, what: str) -> None:
+        """Encodes a 2-D tensor map (CUtensorMap, cuTensorMapEncodeTiled)
+        of rows × cols elements of elem_bytes bytes at device address addr
+        into buf, boxes of box_cols × box_rows, out-of-bounds elements
+        read as zero."""
+        if self._encode is None:
+            raise DeviceError(f"{what}: the CUDA driver lacks cuTensorMapEncodeTiled (needs CUDA 12 or newer)")
+        dims = (ctypes.c_uint64 * 2)(cols, rows)
+        strides = (ctypes.c_uint64 * 1)(cols * elem_bytes)
+        box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+        ones = (ctypes.c_uint32 * 2)(1, 1)
+        dt = _TENSOR_UINT16 if elem_bytes == 2 else _TENSOR_UINT32
+        code = self._encode(buf.address, dt, 2, addr, dims, strides, box, ones, 0, swizzle, _L2_PROMOTION_256B, 0)
+        self.check(f"cuTensorMapEncodeTiled({what})", code)
+
     def launch(self, fn: int, cfg: _Config, params) -> int:
         """Queues fn with a prepared config and parameter array; returns the
         CUresult (0 on success) for the caller to judge."""
@@ -170,6 +195,16 @@ class Driver:
     def launch_plain(self, fn: int, grid, block, shared: int, stream: int, params) -> int:
         """Queues fn with cuLaunchKernel; returns the CUresult."""
         return self._lib.cuLaunchKernel(fn, *grid, *block, shared, stream, params, None)
+
+
+class _MapSlot:
+    """A 64-byte aligned home for one CUtensorMap (128 bytes), which a
+    launch passes by value."""
+
+    def __init__(self):
+        self._buf = (ctypes.c_uint64 * 24)()
+        base = ctypes.addressof(self._buf)
+        self.address = (base + 63) // 64 * 64
 
 
 class _Prepared:
@@ -331,6 +366,26 @@ class Kernels:
             slot.value = ptrs[source]
         p.cfg.stream = stream
         return self.driver.launch(p.fn, p.cfg, p.params)
+
+    def launch_prefill(self, rec: Prefill, ptrs: Dict[str, int], m: int, n: int, k: int, stream: int) -> None:
+        """Queues the prefill kernel's record rec for m tokens of an n × k
+        weight on stream (launchplan.PrefillRecord): the tensor maps of x,
+        packed and meta encoded for this call, passed by value; ptrs holds
+        y, x, packed, meta, bias and out as for launch."""
+        with self._lock:
+            fn = self.function(rec.module, rec.entry)
+            maps = [_MapSlot() for _ in range(3)]
+            d = self.driver
+            d.tensor_map(maps[0], ptrs["x"], 2, k, m, 64, rec.tokens, _SWIZZLE_128B, "x")
+            d.tensor_map(maps[1], ptrs["packed"], 2, k // 2, n, 32, rec.rows, _SWIZZLE_64B, "packed")
+            d.tensor_map(maps[2], ptrs["meta"], 4, n, k // 32, rec.rows, 2, _SWIZZLE_NONE, "meta")
+            slots = [ctypes.c_void_p(ptrs["y"]), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_void_p(ptrs["bias"] or None), ctypes.c_int(ptrs["out"])]
+            addrs = [ctypes.addressof(slots[0]), maps[0].address, maps[1].address, maps[2].address] + [ctypes.addressof(x) for x in slots[1:]]
+            params = (ctypes.c_void_p * len(addrs))(*addrs)
+            tiles = -(-m // rec.tokens) * -(-n // rec.rows)
+            with self.current():
+                code = d.launch_plain(fn, (min(tiles, self.sms), 1, 1), (rec.block, 1, 1), rec.shared_bytes, stream, params)
+            d.check(f"cuLaunchKernel({rec.entry})", code)
 
     def launch_decode(self, w: int, packed: int, meta: int, n: int, k: int, stream: int) -> None:
         """Queues decode_ampere16: packed + meta back to the dense n × k

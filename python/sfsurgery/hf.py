@@ -28,7 +28,7 @@ class SfsurgeryConfig(QuantizationConfigMixin):
     """config.json's quantization_config of an ampere output: quant_method
     "sfsurgery", format "ampere", the pruned modules (targets) and those
     left dense (ignore). Loading options, not saved: launches (a launch
-    document or policy file) and prefill ("decode" or "cusparselt",
+    document or policy file) and prefill ("ours", "decode" or "cusparselt",
     SparseLinear), both None unless set in code; $SFSURGERY_LAUNCHES and
     $SFSURGERY_PREFILL set them for from_pretrained, whose config.json
     copy of this config wins over one passed to it."""

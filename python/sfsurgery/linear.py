@@ -9,10 +9,15 @@ bias), so a state dict loads into it as is. What runs, per token count m
   the shapes planned): our decode kernel, reading packed + meta, output in
   the activation dtype with the bias added in the kernel;
 - any other m (prefill), by `prefill`:
-  - "decode" (the default): the weight decoded to dense by our kernel into
-    a temporary of n·k elements, then torch's dense matmul. One weight copy
-    (56% of dense), and prefill a little slower than dense: the decode
-    reads 0.56 and writes 1.0 of the dense weight bytes per call.
+  - "ours" (the default where the table has prefill records for the
+    shape: launch documents planned on an H100 or H200): our prefill
+    kernel (wgmma.sp), reading the same packed + meta, output in the
+    activation dtype with the bias added in the kernel. One weight copy.
+  - "decode" (the default elsewhere): the weight decoded to dense by our
+    kernel into a temporary of n·k elements, then torch's dense matmul.
+    One weight copy (56% of dense), and prefill a little slower than
+    dense: the decode reads 0.56 and writes 1.0 of the dense weight bytes
+    per call.
   - "cusparselt": `torch._cslt_sparse_mm` on a second, cuSPARSELt-
     compressed copy made at `attach`: prefill faster than dense where
     cuSPARSELt wins, at 56% more weight memory (112% of dense in all).
@@ -27,7 +32,7 @@ from . import ops
 from .errors import CheckpointError, RecordError
 from .records import Table
 
-PREFILL = ("decode", "cusparselt")
+PREFILL = ("ours", "decode", "cusparselt")
 
 
 class SparseLinear(nn.Module):
@@ -68,15 +73,22 @@ class SparseLinear(nn.Module):
         if got != [self.out_features, self.in_features]:
             raise CheckpointError(f"{where or 'SparseLinear'}: shape tensor says {got}, the module is {self.out_features}x{self.in_features}")
 
-    def attach(self, table: Table, prefill: str = "decode") -> None:
+    def attach(self, table: Table, prefill: Optional[str] = None) -> None:
         """Registers the launch records for this module's device and picks
-        the prefill path (PREFILL). Call after the weights are on the GPU."""
+        the prefill path (PREFILL; None: "ours" where the table has prefill
+        records for this shape, else "decode"). Call after the weights are
+        on the GPU."""
+        n, k = self.out_features, self.in_features
+        has_ours = bool(table.prefill.get((n, k)))
+        if prefill is None:
+            prefill = "ours" if has_ours else "decode"
         if prefill not in PREFILL:
             raise RecordError(f"prefill {prefill!r}: want one of {', '.join(PREFILL)}")
+        if prefill == "ours" and not has_ours:
+            raise RecordError(f"prefill 'ours': the launch records have no prefill records for {n}x{k} (plan them on an H100 or H200)")
         dt = {"bf16": torch.bfloat16, "f16": torch.float16}[table.dtype]
         if dt != self.packed.dtype:
             raise RecordError(f"launch records for {table.dtype}, the weight is {self.packed.dtype}")
-        n, k = self.out_features, self.in_features
         per_m = table.launches.get((n, k), {})
         self.table_id = ops.register(table, self.packed.device)
         # The kernels serve m = 1 … max_tokens: every m up to it has a
@@ -94,7 +106,7 @@ class SparseLinear(nn.Module):
         """y = x·Wᵀ + b: our decode kernel up to max_tokens tokens, else the
         prefill path."""
         m = x.numel() // max(x.shape[-1], 1)
-        if self.table_id is not None and 0 < m <= self.max_tokens:
+        if self.table_id is not None and (0 < m <= self.max_tokens or m > self.max_tokens and self.prefill == "ours"):
             return ops.linear(x, self.packed, self.meta, self.bias, self.table_id)
         if self.cslt is not None:
             # cuSPARSELt takes the dense operand's rows in multiples of 8,

@@ -3,8 +3,9 @@ capture them.
 
 - `torch.ops.sfsurgery.linear(x, packed, meta, bias, table)`: y = x·Wᵀ (+ b)
   for a 2:4 weight W stored as packed + meta, by the decode kernel whose
-  launch record the table holds for (n, k, m), m the tokens in x; y in x's
-  dtype.
+  launch record the table holds for (n, k, m), m the tokens in x, or above
+  the decode kernels' tokens by the prefill kernel (sm_90a) whose record
+  the table holds for that m; y in x's dtype.
 - `torch.ops.sfsurgery.decode(packed, meta)`: W itself, dense, in packed's
   dtype (the kernel `verify` and `unpack` check against).
 
@@ -58,6 +59,9 @@ def register(table: Table, device: torch.device) -> int:
     for per_m in table.launches.values():
         for rec in per_m.values():
             k.prepare(rec)
+    for ranges in table.prefill.values():
+        for pf in ranges:
+            k.function(pf.module, pf.entry)
     k.function("kernels/ptx/sfsurgery.ptx", "decode_ampere16")  # the prefill's decode
     counters, partials = table.workspace()
     with _LOCK:
@@ -125,7 +129,8 @@ def linear(x: torch.Tensor, packed: torch.Tensor, meta: torch.Tensor, bias: Opti
     if m == 0:
         return y.reshape(*x.shape[:-1], n)
     rec = t.lookup(n, k, m)
-    if rec is None:
+    pf = t.lookup_prefill(n, k, m) if rec is None else None
+    if rec is None and pf is None:
         raise RecordError(f"sfsurgery.linear: no launch record for {n}x{k} at m = {m}")
     ptrs = {
         "y": y.data_ptr(),
@@ -138,7 +143,11 @@ def linear(x: torch.Tensor, packed: torch.Tensor, meta: torch.Tensor, bias: Opti
         "bias": bias.data_ptr() if bias is not None else 0,
         "out": 1,
     }
-    driver.kernels(ordinal).launch(rec, ptrs, torch.cuda.current_stream(x.device).cuda_stream)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    if pf is not None:
+        driver.kernels(ordinal).launch_prefill(pf, ptrs, m, n, k, stream)
+    else:
+        driver.kernels(ordinal).launch(rec, ptrs, stream)
     return y.reshape(*x.shape[:-1], n)
 
 

@@ -11,7 +11,7 @@ standard library: the package's CPU tests run it in CI.
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from .errors import RecordError
@@ -36,6 +36,9 @@ _FAMILIES = {
     "kernels/ptx/sfsurgery_sm90a.ptx": ("gemv_wg", "gemv_wg64", "gemv_wg_pair", "gemv_wg64_pair", "gemv_hy", "gemv_hy_pair"),
 }
 _ENTRY = re.compile(r"^(gemv(?:_wg|_wg64|_hy)?(?:_pair)?)_(bf16|f16)_t(1|2|4|8)_s(2|4)$")
+# The prefill kernel's entry points (launchplan.PrefillTiles) and module.
+_PREFILL_ENTRY = re.compile(r"^spmm_wg_(bf16|f16)_r(128|256)_t(64|128|192)$")
+_PREFILL_MODULE = "kernels/ptx/sfsurgery_sm90a.ptx"
 
 # The decode kernels' parameters in order (kernels/cuda/sfsurgery.cu,
 # sfsurgery_sm90a.cu; launchplan.Plan.Launch): name, C type, source. The
@@ -93,6 +96,29 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Prefill:
+    """The prefill kernel's launch for the token counts first … last of one
+    shape (launchplan.PrefillRecord): entry point, tile (rows × tokens),
+    block and dynamic shared memory; the grid is min(ceil(m/tokens) ·
+    ceil(n/rows), SMs) and the parameters are y, the tensor maps of x,
+    packed and meta, m, n, k, bias, out (docs/launch.md)."""
+
+    first: int
+    last: int
+    module: str
+    entry: str
+    rows: int
+    tokens: int
+    block: int
+    shared_bytes: int
+
+    @property
+    def dtype(self) -> str:
+        """The element type of the entry point: "bf16" or "f16"."""
+        return _PREFILL_ENTRY.match(self.entry).group(1)
+
+
+@dataclass(frozen=True)
 class Limits:
     """The device limits records were planned for (launchplan.Limits)."""
 
@@ -113,10 +139,25 @@ class Table:
     device: str
     limits: Optional[Limits]
     launches: Dict[Tuple[int, int], Dict[int, Launch]]
+    # The prefill kernel's ranges per (n, k), in order (launch documents
+    # planned for sm_90a).
+    prefill: Dict[Tuple[int, int], Tuple[Prefill, ...]] = field(default_factory=dict)
 
     def lookup(self, n: int, k: int, m: int) -> Optional[Launch]:
         """Returns the record for an n × k weight at m tokens, or None."""
         return self.launches.get((n, k), {}).get(m)
+
+    def lookup_prefill(self, n: int, k: int, m: int) -> Optional[Prefill]:
+        """Returns the prefill record serving m tokens of an n × k weight:
+        the range holding m, the last range for m past it, or None (no
+        prefill records, or m below the first range)."""
+        ranges = self.prefill.get((n, k), ())
+        if not ranges or m < ranges[0].first:
+            return None
+        for r in ranges:
+            if m <= r.last:
+                return r
+        return ranges[-1]
 
     def shapes(self):
         """Returns the (n, k) shapes that have records, sorted."""
@@ -251,6 +292,41 @@ def parse_launch(obj, n: int, k: int, m: int, where: str, limits: Optional[Limit
     return Launch(module, entry, grid, block, cluster, shared, coop, counters, partials, tuple(params), fallback)
 
 
+def parse_prefill(raw, n: int, k: int, dtype: str, limits: Optional[Limits], where: str) -> Tuple[Prefill, ...]:
+    """Parses and checks a shape's prefill records: ranges of m from 65 up,
+    contiguous and in order, each an entry point of the prefill kernel of
+    the document's element type whose tile, block and shared memory agree
+    with its name."""
+    if not isinstance(raw, list) or not raw:
+        raise RecordError(f"{where}: want a non-empty list of prefill records")
+    if limits is not None and not limits.warpgroup:
+        raise RecordError(f"{where}: prefill records for a device without the sm_90a module")
+    out = []
+    for i, r in enumerate(raw):
+        w = f"{where}[{i}]"
+        first, last = _get(r, "from", int, w), _get(r, "to", int, w)
+        want = _MAX_TOKENS + 1 if i == 0 else out[-1].last + 1
+        if first != want or last < first:
+            raise RecordError(f"{w}: tokens {first}…{last}, want a range from {want}")
+        module = _get(r, "module", str, w)
+        if module != _PREFILL_MODULE:
+            raise RecordError(f"{w}.module: {module!r}, want {_PREFILL_MODULE!r}")
+        entry = _get(r, "entry", str, w)
+        em = _PREFILL_ENTRY.match(entry)
+        if not em:
+            raise RecordError(f"{w}.entry: {entry!r} is not a prefill kernel's entry point")
+        if em.group(1) != dtype:
+            raise RecordError(f"{w}: entry {entry} for a {dtype} document")
+        rows, tokens = _get(r, "rows", int, w), _get(r, "tokens", int, w)
+        block, shared = _get(r, "block", int, w), _get(r, "shared_bytes", int, w)
+        if (rows, tokens) != (int(em.group(2)), int(em.group(3))) or block != rows + 128:
+            raise RecordError(f"{w}: rows {rows}, tokens {tokens}, block {block} for entry {entry}")
+        if shared <= 0 or (limits is not None and shared > limits.shared_per_block):
+            raise RecordError(f"{w}.shared_bytes: {shared} out of range")
+        out.append(Prefill(first, last, module, entry, rows, tokens, block, shared))
+    return tuple(out)
+
+
 def _limits(obj, where) -> Limits:
     w = where + ".limits"
     return Limits(
@@ -302,6 +378,11 @@ def parse(doc, where: str = "launches") -> Table:
                 if at.get("launch") is None:
                     continue  # the error says why there is none
                 _add(table, n, k, m, parse_launch(at["launch"], n, k, m, aw + ".launch", table.limits), aw)
+            if s.get("prefill") is not None:
+                pf = parse_prefill(s["prefill"], n, k, table.dtype, table.limits, sw + ".prefill")
+                if (n, k) in table.prefill and table.prefill[(n, k)] != pf:
+                    raise RecordError(f"{sw}.prefill: second, different prefill records for {n}x{k}")
+                table.prefill[(n, k)] = pf
         return table
     if schema == POLICY_SCHEMA:
         table = Table(_DTYPES[dt], _get(doc, "gpu", str, where), None, {})

@@ -134,8 +134,10 @@ def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill:
     stacks q, k, v and gate, up in the STACKED_FAMILIES (as `sfsurgery
     plan --fuse` plans and `bench --fuse` measures), and attaches the launch records (find_table) to
     every SparseLinear with the prefill path (SparseLinear; default
-    $SFSURGERY_PREFILL, else "decode"). The model must be on the GPU."""
-    prefill = prefill or os.environ.get(ENV_PREFILL) or "decode"
+    $SFSURGERY_PREFILL, else each module's own default: "ours" where the
+    records have prefill records, "decode" elsewhere). The model must be
+    on the GPU."""
+    prefill = prefill or os.environ.get(ENV_PREFILL) or None
     linears = sparse_linears(model)
     if not linears:
         raise CheckpointError(f"{path}: no pruned projection in the model")

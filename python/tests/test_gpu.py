@@ -21,7 +21,8 @@ GPU = torch is not None and torch.cuda.is_available()
 # package runs them: q/o, k/v, qkv, gate or up, gate_up, down.
 SHAPES = [(4096, 4096), (1024, 4096), (6144, 4096), (14336, 4096), (28672, 4096), (4096, 14336),
           (8192, 8192), (1024, 8192), (10240, 8192), (28672, 8192), (57344, 8192), (8192, 28672)]
-MS = list(range(1, 65)) + [65, 128, 300]
+MS = list(range(1, 65)) + [65, 128, 300, 1000]
+HOPPER = GPU and torch.cuda.get_device_capability() == (9, 0)
 
 
 def plan(shapes, dtype):
@@ -52,8 +53,8 @@ def sparse_weight(n, k, dtype, gen):
 class OpTest(unittest.TestCase):
     """torch.ops.sfsurgery.linear against torch.mm on the dense pruned
     weight, for every Llama-3 shape, M = 1…64 and a few larger (those go
-    through SparseLinear's prefill path), BF16 and F16, with and without
-    bias."""
+    through SparseLinear's prefill path: on an H100 or H200 our prefill
+    kernel), BF16 and F16, with and without bias."""
 
     def test_shapes(self):
         from sfsurgery import SparseLinear, ops
@@ -74,6 +75,7 @@ class OpTest(unittest.TestCase):
                         if bias:
                             lin.bias.copy_(torch.randn(n, generator=gen, device="cuda").to(dtype))
                     lin.attach(table)
+                    self.assertEqual(lin.prefill, "ours" if HOPPER else "decode")
                     for m in MS:
                         x = torch.randn((m, k), generator=gen, device="cuda").to(dtype)
                         with torch.no_grad():
@@ -123,6 +125,28 @@ class OpTest(unittest.TestCase):
             err = (y.float() - ref).abs().max().item() / ref.abs().max().item()
             self.assertLess(err, 1e-2, f"m={m}: rel. error {err}")
 
+    def test_decode_prefill(self):
+        """SparseLinear's decode prefill (the weight decoded to dense, then
+        torch's matmul) against the dense product."""
+        from sfsurgery import SparseLinear
+
+        gen = torch.Generator(device="cuda").manual_seed(6)
+        n, k = 1024, 4096
+        w, packed, meta = sparse_weight(n, k, torch.float16, gen)
+        lin = SparseLinear(k, n, bias=True, dtype=torch.float16, device="cuda")
+        with torch.no_grad():
+            lin.packed.copy_(packed)
+            lin.meta.copy_(meta)
+            lin.bias.normal_()
+        lin.attach(plan([(n, k)], "f16"), prefill="decode")
+        for m in (65, 300):
+            x = torch.randn((m, k), generator=gen, device="cuda").to(torch.float16)
+            with torch.no_grad():
+                y = lin(x)
+            ref = x.float() @ w.float().t() + lin.bias.float()
+            err = (y.float() - ref).abs().max().item() / ref.abs().max().item()
+            self.assertLess(err, 1e-2, f"m={m}: rel. error {err}")
+
     def test_refusals(self):
         from sfsurgery import SparseLinear, ops
         from sfsurgery.errors import RecordError
@@ -136,8 +160,13 @@ class OpTest(unittest.TestCase):
             ops.linear(x.float(), packed, meta, None, tid)
         with self.assertRaisesRegex(RecordError, "activations of 2048 features"):
             ops.linear(x[:, :2048], packed, meta, None, tid)
+        x65 = torch.zeros((65, 4096), device="cuda", dtype=torch.bfloat16)
+        if HOPPER:  # the prefill kernel's records serve m = 65
+            self.assertEqual(tuple(ops.linear(x65, packed, meta, None, tid).shape), (65, 4096))
+        bare = plan([(4096, 4096)], "bf16")
+        bare.prefill.clear()
         with self.assertRaisesRegex(RecordError, "no launch record for 4096x4096 at m = 65"):
-            ops.linear(torch.zeros((65, 4096), device="cuda", dtype=torch.bfloat16), packed, meta, None, tid)
+            ops.linear(x65, packed, meta, None, ops.register(bare, torch.device("cuda")))
         lin = SparseLinear(4096, 4096, dtype=torch.float16, device="cuda")
         with self.assertRaisesRegex(RecordError, "launch records for bf16, the weight is torch.float16"):
             lin.attach(table)

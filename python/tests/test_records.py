@@ -206,3 +206,52 @@ class InvalidRecordTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PrefillTest(unittest.TestCase):
+    """The prefill records of a launch document planned for an H100."""
+
+    def test_lookup(self):
+        doc = golden_launches()
+        t = records.parse(doc)
+        for s in doc["shapes"]:
+            ranges = s["prefill"]
+            self.assertEqual(ranges[0]["from"], 65)
+            for r in ranges:
+                for m in (r["from"], r["to"]):
+                    got = t.lookup_prefill(s["n"], s["k"], m)
+                    self.assertEqual((got.entry, got.tokens, got.rows), (r["entry"], r["tokens"], r["rows"]))
+            past = t.lookup_prefill(s["n"], s["k"], ranges[-1]["to"] + 12345)
+            self.assertEqual(past.entry, ranges[-1]["entry"], "the last range serves every m above it")
+            self.assertIsNone(t.lookup_prefill(s["n"], s["k"], 64))
+        self.assertIsNone(t.lookup_prefill(512, 256, 100))
+
+    def test_refusals(self):
+        """Each malformed prefill record is refused with where it is."""
+        cases = [
+            ("gap", lambda p: p[1].update({"from": p[0]["to"] + 2}), "want a range from"),
+            ("first", lambda p: p[0].update({"from": 64}), "want a range from 65"),
+            ("backwards", lambda p: p[0].update({"to": 60}), "tokens 65…60"),
+            ("module", lambda p: p[0].update({"module": "kernels/ptx/sfsurgery.ptx"}), ".module"),
+            ("entry", lambda p: p[0].update({"entry": "gemv_bf16_t1_s2"}), "not a prefill kernel's entry point"),
+            ("dtype", lambda p: p[0].update({"entry": p[0]["entry"].replace("bf16", "f16")}), "for a bf16 document"),
+            ("tile", lambda p: p[0].update({"tokens": 999}), "rows"),
+            ("block", lambda p: p[0].update({"block": 128}), "block 128"),
+            ("shared", lambda p: p[0].update({"shared_bytes": 1 << 20}), "shared_bytes"),
+            ("type", lambda p: p[0].update({"to": "4224"}), "want an integer"),
+            ("empty", lambda p: p.clear(), "non-empty list"),
+        ]
+        for name, edit, want in cases:
+            doc = golden_launches()
+            edit(doc["shapes"][0]["prefill"])
+            with self.assertRaises(RecordError, msg=name) as cm:
+                records.parse(doc)
+            self.assertIn(want, str(cm.exception), name)
+            self.assertIn("shapes[0].prefill", str(cm.exception), name)
+
+    def test_no_warpgroup(self):
+        doc = golden_launches()
+        doc["limits"]["warpgroup"] = False
+        with self.assertRaises(RecordError) as cm:
+            records.parse(doc)
+        self.assertIn("without the sm_90a module", str(cm.exception))
