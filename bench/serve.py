@@ -209,39 +209,45 @@ def check(sparse, dense, seed, tokens=64):
     return rel, same, gap
 
 
-def prefill_cusparselt(sparse, batches, prompt, seed):
-    """Time to first token with SparseLinear's cuSPARSELt prefill (a second,
-    compressed copy of every weight), and the bytes of those copies; the
-    module goes back to the decode prefill after."""
+def prefill_alt(sparse, mode, batches, prompt, seed):
+    """Time to first token with SparseLinear's prefill path `mode`
+    ("decode": the weight decoded to dense per call, then torch's matmul;
+    "cusparselt": a second, compressed copy of every weight), the bytes of
+    such copies, and the prompt's logits against those of the model's own
+    prefill path; every module goes back to its own path after."""
     lins = [m for m in sparse.modules() if isinstance(m, SparseLinear)]
     table = ops.table(lins[0].table_id)
-    for m in lins:
-        m.attach(table, "cusparselt")
-    copies = sum(m.cslt.numel() * m.cslt.element_size() for m in lins)
+    own = [m.prefill for m in lins]
     vocab = sparse.config.vocab_size
-    res = dict(copy_bytes=copies, ttft_s={})
-    gen = dict(do_sample=False, cache_implementation="static", max_new_tokens=1, min_new_tokens=1)
-    for b in batches:
-        ids = torch.randint(3, vocab, (b, prompt), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed + b))
-        sparse.generate(ids, **gen)
-        best = float("inf")
-        for _ in range(3):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            sparse.generate(ids, **gen)
-            torch.cuda.synchronize()
-            best = min(best, time.perf_counter() - t0)
-        res["ttft_s"][b] = best
-        print(f"  cuSPARSELt prefill, batch {b}: ttft {best * 1e3:.1f} ms", flush=True)
     ids = torch.randint(3, vocab, (1, prompt), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed))
     with torch.no_grad():
-        a = sparse(ids).logits.float()
-        for m in lins:
-            m.attach(table, "decode")
         b = sparse(ids).logits.float()
-    res["prefill_logits_rel_error_vs_decode"] = ((a - b).norm() / b.norm()).item()
-    print(f"  cuSPARSELt prefill logits ({prompt} tokens) against the decode prefill's: rel. error "
-          f"{res['prefill_logits_rel_error_vs_decode']:.2e}; copies {copies / 2**30:.2f} GiB", flush=True)
+    try:
+        for m in lins:
+            m.attach(table, mode)
+        copies = sum(m.cslt.numel() * m.cslt.element_size() for m in lins if m.cslt is not None)
+        res = dict(prefill=mode, copy_bytes=copies, ttft_s={})
+        gen = dict(do_sample=False, cache_implementation="static", max_new_tokens=1, min_new_tokens=1)
+        for bs in batches:
+            x = torch.randint(3, vocab, (bs, prompt), device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed + bs))
+            sparse.generate(x, **gen)
+            best = float("inf")
+            for _ in range(3):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                sparse.generate(x, **gen)
+                torch.cuda.synchronize()
+                best = min(best, time.perf_counter() - t0)
+            res["ttft_s"][bs] = best
+            print(f"  {mode} prefill, batch {bs}: ttft {best * 1e3:.1f} ms", flush=True)
+        with torch.no_grad():
+            a = sparse(ids).logits.float()
+    finally:
+        for m, p in zip(lins, own):
+            m.attach(table, p)
+    res["prefill_logits_rel_error_vs_own"] = ((a - b).norm() / b.norm()).item()
+    print(f"  {mode} prefill logits ({prompt} tokens) against the model's own prefill ({own[0]}): rel. error "
+          f"{res['prefill_logits_rel_error_vs_own']:.2e}; copies {copies / 2**30:.2f} GiB", flush=True)
     return res
 
 
@@ -272,6 +278,8 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--out", required=True)
     ap.add_argument("--cusparselt", action="store_true", help="also time prefill through cuSPARSELt (a second weight copy)")
+    ap.add_argument("--decode-prefill", action="store_true",
+                    help="also time prefill with the weight decoded to dense per call (the path without our prefill kernel)")
     ap.add_argument("--reference", action="store_true", help="also compare both models' logits with the dense model in float32")
     a = ap.parse_args()
     batches = [int(b) for b in a.batches.split(",")]
@@ -299,15 +307,16 @@ def main():
           f"projections {out['sparse_projection_bytes'] / out['dense_projection_bytes']:.1%} of dense", flush=True)
     rows = measure(dict(sparse=sparse, dense=dense), batches, a.prompt, a.new, a.seed)
     out["sparse_rows"], out["dense_rows"] = rows["sparse"], rows["dense"]
-    if a.cusparselt:
+    out["sparse_prefill"] = next(m.prefill for m in sparse.modules() if isinstance(m, SparseLinear))
+    for mode, asked in (("decode", a.decode_prefill), ("cusparselt", a.cusparselt)):
+        if not asked:
+            continue
+        key = "decode_prefill" if mode == "decode" else "cusparselt"
         try:
-            out["cusparselt"] = prefill_cusparselt(sparse, batches, a.prompt, a.seed)
+            out[key] = prefill_alt(sparse, mode, batches, a.prompt, a.seed)
         except Exception as e:  # reported, and the rest still measured
-            out["cusparselt"] = dict(error=f"{type(e).__name__}: {e}")
-            print(f"  cuSPARSELt prefill: {out['cusparselt']['error']}", flush=True)
-            for m in sparse.modules():
-                if isinstance(m, SparseLinear):
-                    m.cslt, m.prefill = None, "decode"
+            out[key] = dict(error=f"{type(e).__name__}: {e}")
+            print(f"  {mode} prefill: {out[key]['error']}", flush=True)
 
     set_pruned(dense, a.sparse)
     rel, same, gap = check(sparse, dense, a.seed)
@@ -327,10 +336,18 @@ def main():
         speed = d["projections_s"] / s["projections_s"]
         bound = 1 / ((1 - share) + share / speed)
         ratio = s["decode_tok_s"] / d["decode_tok_s"]
-        rows.append(dict(batch=b, share=share, projection_speedup=speed, amdahl=bound, decode_speedup=ratio,
-                         of_bound=ratio / bound, ttft_ratio=d["ttft_s"] / s["ttft_s"]))
+        row = dict(batch=b, share=share, projection_speedup=speed, amdahl=bound, decode_speedup=ratio,
+                   of_bound=ratio / bound, ttft_ratio=d["ttft_s"] / s["ttft_s"])
+        alt = ""
+        for key in ("decode_prefill", "cusparselt"):
+            t = out.get(key, {}).get("ttft_s", {}).get(b)
+            if t:
+                row[f"ttft_ratio_{key}"] = d["ttft_s"] / t
+                alt += f", with {key} {d['ttft_s'] / t:.2f}x"
+        rows.append(row)
         print(f"batch {b}: decode {ratio:.3f}x dense (Amdahl bound {bound:.3f}x: share {share:.2f}, projections {speed:.2f}x; "
-              f"{ratio / bound:.1%} of the bound); ttft {d['ttft_s'] / s['ttft_s']:.2f}x", flush=True)
+              f"{ratio / bound:.1%} of the bound); ttft {d['ttft_s'] / s['ttft_s']:.2f}x ({out['sparse_prefill']} prefill{alt})",
+              flush=True)
     out["summary"] = rows
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
