@@ -52,6 +52,7 @@
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 
+#include "probe_dense.cuh"  // Dense, LT
 #include "probe_trace.cuh"  // SFS_GEMV_TRACE, print_trace
 #define SFS_GDC_LAUNCH() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
 #define SFS_GDC_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
@@ -81,52 +82,6 @@ __global__ void writex_trigger(uint16_t* x, size_t n, int step) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     x[i] = static_cast<uint16_t>(0x3c00 + ((i * 7 + step * 13) & 0x1ff));
 }
-
-#define LT(call)                                                                  \
-  do {                                                                            \
-    cublasStatus_t s_ = (call);                                                   \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
-      fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #call, (int)s_); \
-      exit(1);                                                                    \
-    }                                                                             \
-  } while (0)
-
-// Dense is y (n×m, f32) = Wᵀ-stored weights (k×n bf16, transposed) × x
-// (k×m bf16), as kernels/cublaslt.go sets it up; algo is the first of
-// the heuristic's answers.
-struct Dense {
-  cublasLtHandle_t h;
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, lc;
-  cublasLtMatmulAlgo_t algo;
-  void* ws;
-  size_t wsBytes;
-  Dense(cublasLtHandle_t h_, void* ws_, size_t wsb, int m, int n, int k) : h(h_), ws(ws_), wsBytes(wsb) {
-    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn));
-    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, n, k));
-    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, m, k));
-    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, n, m, n));
-    cublasLtMatmulPreference_t pref;
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    LT(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &found));
-    if (found < 1) {
-      fprintf(stderr, "no cuBLASLt algorithm\n");
-      exit(1);
-    }
-    algo = res.algo;
-    LT(cublasLtMatmulPreferenceDestroy(pref));
-  }
-  void run(float* y, const void* x, const void* w, cudaStream_t st) {
-    const float one = 1, zero = 0;
-    LT(cublasLtMatmul(h, desc, &one, w, la, x, lb, &zero, y, lc, y, lc, &algo, ws, wsBytes, st));
-  }
-};
 
 struct Plan {
   const char* name;
@@ -619,7 +574,7 @@ int main(int argc, char** argv) {
       CK(cudaLaunchKernelEx(&cfg, fn, ys[i], (const uint16_t*)x, (const uint16_t*)pack[i % kRot],
                             (const uint32_t*)meta[i % kRot], work, p.m, p.n, p.k, p.xwin, p.coop ? 1 : 0));
     };
-    Dense dense(lt, ws, wsBytes, p.m, p.n, p.k);
+    Dense dense(lt, ws, wsBytes, CUDA_R_16BF, CUDA_R_32F, p.m, p.n, p.k);
     // graph captures kSteps steps: writer 0 none, 1 plain, 2 triggering;
     // then product 0 none, 1 ours, 2 ours with the attribute, 3 dense.
     auto graph = [&](int writer, int product_) {

@@ -24,16 +24,9 @@
 
 #include "../../kernels/cuda/spmm.cuh"
 #include "../../kernels/cuda/spmm_wg.cuh"
+#include "probe_dense.cuh"
 #include "probe_time.cuh"
 
-#define LT(x)                                                              \
-  do {                                                                     \
-    cublasStatus_t s_ = (x);                                               \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                     \
-      fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, s_); \
-      exit(1);                                                             \
-    }                                                                      \
-  } while (0)
 
 template <typename T>
 __global__ void ref_kernel(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, int M, int N, int K) {
@@ -238,40 +231,6 @@ int check(bool f16, int sms) {
   return bad;
 }
 
-struct Dense {
-  cublasLtHandle_t h;
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, lc;
-  cublasLtMatmulAlgo_t algo;
-  void* ws;
-  size_t wsBytes;
-  Dense(cublasLtHandle_t h_, void* ws_, size_t wsb, bool f16, int m, int n, int k) : h(h_), ws(ws_), wsBytes(wsb) {
-    const cudaDataType_t dt = f16 ? CUDA_R_16F : CUDA_R_16BF;
-    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn));
-    LT(cublasLtMatrixLayoutCreate(&la, dt, k, n, k));
-    LT(cublasLtMatrixLayoutCreate(&lb, dt, k, m, k));
-    LT(cublasLtMatrixLayoutCreate(&lc, dt, n, m, n));
-    cublasLtMatmulPreference_t pref;
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsBytes, sizeof wsBytes));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    LT(cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &res, &found));
-    if (found == 0) {
-      fprintf(stderr, "no cuBLASLt algorithm\n");
-      exit(1);
-    }
-    algo = res.algo;
-    LT(cublasLtMatmulPreferenceDestroy(pref));
-  }
-  void run(void* y, const void* w, const void* x) {
-    const float one = 1, zero = 0;
-    LT(cublasLtMatmul(h, desc, &one, w, la, x, lb, &zero, y, lc, y, lc, &algo, ws, wsBytes, 0));
-  }
-};
 
 int timing(bool f16, int sms) {
   std::mt19937 rng(99);
@@ -301,8 +260,8 @@ int timing(bool f16, int sms) {
       uint16_t* Wd;
       CK(cudaMalloc(&Wd, static_cast<size_t>(s.N) * s.K * 2));
       CK(cudaMemset(Wd, 0x3c, static_cast<size_t>(s.N) * s.K * 2));
-      Dense d(lt, ws, wsb, f16, M, s.N, s.K);
-      const float tdense = timeit(busy, [&](int) { d.run(p.Y, Wd, p.X); });
+      Dense d(lt, ws, wsb, f16 ? CUDA_R_16F : CUDA_R_16BF, f16 ? CUDA_R_16F : CUDA_R_16BF, M, s.N, s.K);
+      const float tdense = timeit(busy, [&](int) { d.run(p.Y, p.X, Wd); });
       printf("%-12s %6d %10.1f", s.name, M, tdense);
       float best = 1e30f;
       const char* bn = "";
