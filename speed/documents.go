@@ -21,6 +21,10 @@ func (r *Report) Policy() *Policy {
 	if r.Env.Limits != nil {
 		for i := range entries {
 			addLaunches(&entries[i], *r.Env.Limits, checkpoint.DType(r.DType))
+			if r.Env.Limits.Warpgroup {
+				// A shape the prefill kernel cannot take gets none.
+				entries[i].Prefill, _ = launchplan.PrefillRecords(checkpoint.DType(r.DType), entries[i].N, entries[i].K, *r.Env.Limits)
+			}
 		}
 	}
 	return NewPolicy(r, entries)

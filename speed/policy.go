@@ -55,6 +55,12 @@ type PolicyEntry struct {
 	// Sparse lists the M ranges where sparse wins, ascending and
 	// disjoint; empty means dense for every M.
 	Sparse []Range `json:"sparse"`
+	// Prefill, where the report records the device's limits and the
+	// device runs the prefill kernel (sm_90a), are its launch records
+	// (launchplan.PrefillRecords; docs/launch.md): what ours runs above
+	// launchplan.MaxTokens tokens, and what an engine that keeps one
+	// weight copy runs for every M above them.
+	Prefill []launchplan.PrefillRecord `json:"prefill,omitempty"`
 }
 
 // Range is an inclusive range of token counts with the backend to use.

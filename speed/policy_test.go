@@ -202,6 +202,22 @@ func TestPolicyLaunches(t *testing.T) {
 	if plans := rep.Policy().Entries[0].Sparse[0].Plans; len(plans) != 1 || plans[0].Launch != nil {
 		t.Fatalf("without limits: plans %+v, want the measured one without a record", plans)
 	}
+	if pf := rep.Policy().Entries[0].Prefill; pf != nil {
+		t.Errorf("without limits: %d prefill records", len(pf))
+	}
+	rep.Env.Limits = &lim
+	want, err := launchplan.PrefillRecords("BF16", s.N, s.K, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pf := rep.Policy().Entries[0].Prefill; !reflect.DeepEqual(pf, want) {
+		t.Errorf("prefill records %+v, want launchplan.PrefillRecords'", pf)
+	}
+	a100 := launchplan.KnownLimits()["a100"]
+	rep.Env.Limits = &a100
+	if pf := rep.Policy().Entries[0].Prefill; pf != nil {
+		t.Errorf("an sm_80 device: %d prefill records", len(pf))
+	}
 	rep.Env.Limits = &lim
 	rg := rep.Policy().Entries[0].Sparse[0]
 	if rg.MinM != 1 || rg.MaxM != 64 || len(rg.Plans) != 64 {

@@ -399,6 +399,8 @@ def parse(doc, where: str = "launches") -> Table:
                     if at.get("launch") is None:
                         continue
                     _add(table, n, k, m, parse_launch(at["launch"], n, k, m, aw + ".launch"), aw)
+            if e.get("prefill") is not None:
+                table.prefill[(n, k)] = parse_prefill(e["prefill"], n, k, table.dtype, None, ew + ".prefill")
         return table
     raise RecordError(f"{where}.schema: {schema!r}, want {LAUNCHES_SCHEMA} or {POLICY_SCHEMA}")
 

@@ -209,7 +209,19 @@ if __name__ == "__main__":
 
 
 class PrefillTest(unittest.TestCase):
-    """The prefill records of a launch document planned for an H100."""
+    """The prefill records of a launch document planned for an H100, and
+    of a policy."""
+
+    def test_policy(self):
+        doc = golden_launches()
+        s = doc["shapes"][0]
+        policy = {"schema": records.POLICY_SCHEMA, "dtype": "BF16", "gpu": "NVIDIA H100 80GB HBM3",
+                  "entries": [{"n": s["n"], "k": s["k"], "sparse": [], "prefill": s["prefill"]}]}
+        t = records.parse(policy)
+        self.assertEqual(t.lookup_prefill(s["n"], s["k"], 65).entry, s["prefill"][0]["entry"])
+        policy["entries"][0]["prefill"][0]["from"] = 66
+        with self.assertRaisesRegex(RecordError, r"entries\[0\]\.prefill\[0\]: tokens 66"):
+            records.parse(policy)
 
     def test_lookup(self):
         doc = golden_launches()
