@@ -125,3 +125,25 @@ func (d Documents) Write(ctx context.Context, rep *Report) error {
 func writeAtomic(ctx context.Context, path string, data []byte) error {
 	return checkpoint.WriteBytes(ctx, path, data, &checkpoint.WriteOptions{Force: true})
 }
+
+// Without returns a copy of r with backend's rows left out and the
+// estimates derived again from the rest, with the same share: the report
+// as if backend had not been measured. Without(CuSPARSELt) is the report
+// of an engine that keeps one copy of the weights (the stored packed +
+// meta), whose policy weighs ours against dense alone.
+func (r *Report) Without(backend string) *Report {
+	out := *r
+	out.Rows = make([]Row, 0, len(r.Rows))
+	for _, row := range r.Rows {
+		if row.Backend != backend {
+			out.Rows = append(out.Rows, row)
+		}
+	}
+	if backend == CuSPARSELt {
+		out.Env.CuSPARSELt, out.Env.CuSPARSELtPath = "", ""
+	}
+	if len(r.Estimates) > 0 {
+		out.Estimates = Estimates(out.Shapes, out.Rows, out.Policy().Entries, r.Estimates[0].GEMMShare)
+	}
+	return &out
+}

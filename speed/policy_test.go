@@ -1,6 +1,7 @@
 package speed
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -238,6 +239,43 @@ func TestPolicyLaunches(t *testing.T) {
 		if at.Launch == nil || !reflect.DeepEqual(*at.Launch, l) || at.Plan != want.String() || at.Measured != (at.M == 1) {
 			t.Errorf("M=%d: plan %q measured %v record %v; want %q measured %v", at.M, at.Plan, at.Measured, at.Launch != nil,
 				want.String(), at.M == 1)
+		}
+	}
+}
+
+// TestReportWithout: leaving cuSPARSELt out of a report removes its rows,
+// names it nowhere, and gives ours the ranges where it beats dense, which
+// cuSPARSELt held when it was faster still; the original report is
+// untouched.
+func TestReportWithout(t *testing.T) {
+	s := Shape{Model: "m", Ops: []string{"q", "o"}, N: 4096, K: 4096, Count: 1}
+	ms := []int{1, 256, 4096}
+	rows := table(s, ms, []float64{10, 30, 100}, map[string][]float64{Ours: {6, 40, 80}, CuSPARSELt: {20, 20, 60}})
+	rep := &Report{DType: "BF16", Shapes: []Shape{s}, Rows: rows, Method: Method{MinSpeedup: DefaultMinSpeedup}}
+	rep.Env.CuSPARSELt = "0.8.0"
+	rep.Estimates = Estimates(rep.Shapes, rep.Rows, rep.Policy().Entries, 0.7)
+	if got := fmt.Sprint(rep.Policy().Entries[0].Sparse); !strings.Contains(got, CuSPARSELt) {
+		t.Fatalf("with cuSPARSELt: %s", got)
+	}
+	one := rep.Without(CuSPARSELt)
+	for _, r := range one.Rows {
+		if r.Backend == CuSPARSELt {
+			t.Fatalf("a cuSPARSELt row is left: %+v", r)
+		}
+	}
+	if one.Env.CuSPARSELt != "" || len(rep.Rows) != 9 || rep.Env.CuSPARSELt == "" {
+		t.Errorf("Without changed the original or kept the library: %d rows, %q", len(rep.Rows), one.Env.CuSPARSELt)
+	}
+	sp := one.Policy().Entries[0].Sparse
+	if len(sp) != 2 || sp[0].Backend != Ours || sp[0].MinM != 1 || sp[1].Backend != Ours || sp[1].MinM != 4096 {
+		t.Errorf("one-copy policy %+v, want ours at 1 and at 4096, dense at 256", sp)
+	}
+	if len(one.Estimates) != len(rep.Estimates) || one.Estimates[0].GEMMShare != 0.7 {
+		t.Errorf("estimates %+v", one.Estimates)
+	}
+	for i := range one.Estimates {
+		if one.Estimates[i].M == 4096 && one.Estimates[i].GEMMSpeedup >= rep.Estimates[i].GEMMSpeedup {
+			t.Errorf("M=4096: one copy %.3f, not below the policy with cuSPARSELt %.3f", one.Estimates[i].GEMMSpeedup, rep.Estimates[i].GEMMSpeedup)
 		}
 	}
 }

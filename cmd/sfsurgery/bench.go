@@ -95,7 +95,7 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 		"most runs of a row captured into one CUDA graph and timed as one replay (runs under 1 ms); 1: time each run alone")
 	fl.IntVar(&f.gpu, "gpu", 0, "CUDA device ordinal")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the random weights and activations")
-	fl.BoolVar(&f.noLt, "no-cusparselt", false, "leave cuSPARSELt out")
+	fl.BoolVar(&f.noLt, "no-cusparselt", false, "leave cuSPARSELt out (with --report: render the report without its rows, the policy of an engine that keeps one weight copy)")
 	fl.BoolVar(&f.fuse, "fuse", false, "measure q,k,v and gate,up stacked per layer (qkv, gate_up), as serving engines run them")
 	fl.BoolVar(&f.list, "list", false, "list the shapes that would be measured and exit (needs no GPU)")
 	fl.StringVar(&f.report, "report", "", "render a saved --json report `FILE` (Markdown, plot, policy, text) instead of measuring")
@@ -120,6 +120,9 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 		rep, err := readReport(f.report)
 		if err != nil {
 			return err
+		}
+		if f.noLt {
+			rep = rep.Without(speed.CuSPARSELt)
 		}
 		return writeBenchOutputs(cmd, rep, f)
 	}

@@ -194,6 +194,17 @@ func TestBenchReport(t *testing.T) {
 	if st, err := os.Stat(png); err != nil || st.Size() == 0 {
 		t.Errorf("plot: %v", err)
 	}
+	// Without cuSPARSELt (one weight copy): no sparse range is left, as
+	// the report has no row of ours.
+	one := filepath.Join(dir, "one.json")
+	if code, _, errs := sfs(t, "bench", "--report", saved, "--no-cusparselt", "--policy", one); code != exitOK {
+		t.Fatalf("--no-cusparselt: exit %d, stderr %q", code, errs)
+	}
+	var p1 speed.Policy
+	if b, err := os.ReadFile(one); err != nil || json.Unmarshal(b, &p1) != nil || len(p1.Entries) != 1 ||
+		len(p1.Entries[0].Sparse) != 0 || p1.CuSPARSELt != "" {
+		t.Errorf("one-copy policy %s: %v", b, err)
+	}
 	// Again over the same files: each replaced whole, no temporary left.
 	if code, _, errs := sfs(t, "bench", "--report", saved, "--markdown", md, "--plot", png, "--policy", pol); code != exitOK {
 		t.Fatalf("second render: exit %d, stderr %q", code, errs)
