@@ -71,8 +71,18 @@ func (v TensorMap2D) check() (int32, error) {
 	case (v.BoxCols*v.ElemBytes)%16 != 0:
 		return 0, fmt.Errorf("tensor map: box row of %d bytes is not a multiple of 16", v.BoxCols*v.ElemBytes)
 	}
-	if w := map[Swizzle]int{Swizzle64B: 64, Swizzle128B: 128}[v.Swizzle]; w != 0 && v.BoxCols*v.ElemBytes > w {
-		return 0, fmt.Errorf("tensor map: box row of %d bytes is wider than its %d-byte swizzle", v.BoxCols*v.ElemBytes, w)
+	width := 0 // the swizzle's row width, 0 for none
+	switch v.Swizzle {
+	case SwizzleNone:
+	case Swizzle64B:
+		width = 64
+	case Swizzle128B:
+		width = 128
+	default:
+		return 0, fmt.Errorf("tensor map: swizzle %d, want SwizzleNone, Swizzle64B or Swizzle128B", v.Swizzle)
+	}
+	if width != 0 && v.BoxCols*v.ElemBytes > width {
+		return 0, fmt.Errorf("tensor map: box row of %d bytes is wider than its %d-byte swizzle", v.BoxCols*v.ElemBytes, width)
 	}
 	return dt, nil
 }

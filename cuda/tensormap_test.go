@@ -27,6 +27,7 @@ func TestTensorMap2DCheck(t *testing.T) {
 		{"box too tall", func(v *TensorMap2D) { v.BoxRows = 257 }, "each side 1 … 256"},
 		{"box row", func(v *TensorMap2D) { v.BoxCols = 4 }, "box row of 8 bytes"},
 		{"swizzle width", func(v *TensorMap2D) { v.Swizzle = Swizzle64B }, "wider than its 64-byte swizzle"},
+		{"swizzle kind", func(v *TensorMap2D) { v.Swizzle = 1 }, "swizzle 1, want"},
 	} {
 		v := good
 		c.edit(&v)

@@ -205,11 +205,11 @@ func (d *Device) DenseBackend() string {
 	return d.backend
 }
 
-// SparseBackend says what [Device.SparseMatmul] runs: on sm_90a (H100,
-// H200) the wgmma.sp kernels (the prefill kernel above 64 tokens, the
-// decode kernels at 64 or fewer), elsewhere the mma.sp kernels (tiled
-// above 64 tokens, decode-size at 64 or fewer) and why the sm_90a module
-// is not loaded.
+// SparseBackend says what [Device.SparseMatmul] runs: where the sm_90a
+// module is loaded (H100, H200), the wgmma.sp prefill kernel above 64
+// tokens and the decode kernels' mma.sp and wgmma.sp forms at 64 or
+// fewer; elsewhere the mma.sp kernels (tiled above 64 tokens, decode-size
+// at 64 or fewer) and why the sm_90a module is not loaded.
 func (d *Device) SparseBackend() string {
 	if d == nil {
 		return ""
@@ -217,7 +217,7 @@ func (d *Device) SparseBackend() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.dec.lim.Warpgroup {
-		return "wgmma.sp kernels (sm_90a: prefill above 64 tokens, decode-size at 64 or fewer)"
+		return "mma.sp and wgmma.sp kernels (sm_90a: the wgmma.sp prefill kernel above 64 tokens, the decode kernels' mma.sp and wgmma.sp forms at 64 or fewer)"
 	}
 	return "mma.sp kernels (tiled above 64 tokens, decode-size at 64 or fewer); no sm_90a module: " + d.dec.note
 }

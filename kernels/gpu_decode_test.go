@@ -702,7 +702,7 @@ func TestGPUDecodeWarpgroup(t *testing.T) {
 	if !d.dec.lim.Warpgroup {
 		t.Fatalf("the warpgroup form is not loaded: %s", d.dec.note)
 	}
-	if b := d.SparseBackend(); !strings.Contains(b, "wgmma.sp kernels") {
+	if b := d.SparseBackend(); !strings.Contains(b, "wgmma.sp prefill kernel") {
 		t.Errorf("SparseBackend() = %q: the wgmma.sp kernels are not named", b)
 	}
 	rng := testRand(t)

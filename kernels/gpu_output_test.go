@@ -69,15 +69,20 @@ func noPair(c sparseChoice) sparseChoice {
 	return c
 }
 
+// outSlack is the float32 values past y that runSparseOut poisons and
+// checks.
+const outSlack = 64
+
 // runSparseOut runs the sparse product with kernel choice c, bias (nil:
 // none) and y of the element type where elem is set, into an output of
-// m·n float32 poisoned with 0xFF bytes, and returns y's m·n values as
-// bits (float32, or dt's 16 bits). It fails t where a y of the element
-// type was written past its 2·m·n bytes.
+// m·n + outSlack float32 poisoned with 0xFF bytes, and returns y's m·n
+// values as bits (float32, or dt's 16 bits). It fails t where anything
+// was written past y's m·n values (4·m·n bytes, or 2·m·n of the
+// element type).
 func runSparseOut(t testing.TB, d *Device, dt checkpoint.DType, w *weight, x, bias *Buffer, elem bool, m int,
 	c sparseChoice) []uint32 {
 	t.Helper()
-	y := poisoned(t, d, m*w.n)
+	y := poisoned(t, d, m*w.n+outSlack)
 	defer freeAll(t, y)
 	ops := SparseOperands{Y: y, X: x, Packed: w.dPack, Meta: w.dMeta, DType: dt, M: m, N: w.n, K: w.k, Bias: bias}
 	if elem {
@@ -86,9 +91,19 @@ func runSparseOut(t testing.TB, d *Device, dt checkpoint.DType, w *weight, x, bi
 	if err := d.sparse("SparseMatmul", ops, noPair(c)); err != nil {
 		t.Fatal(err)
 	}
-	raw := make([]byte, 4*m*w.n)
+	raw := make([]byte, 4*(m*w.n+outSlack))
 	if err := y.Download(raw); err != nil {
 		t.Fatal(err)
+	}
+	used := 4 * m * w.n
+	if elem {
+		used = 2 * m * w.n
+	}
+	for i := used; i < len(raw); i++ {
+		if raw[i] != 0xFF {
+			t.Errorf("%v m=%d %+v tile %d: y (elem %v) written past its %d bytes, at byte %d", dt, m, c.decode, c.tile, elem, used, i)
+			break
+		}
 	}
 	out := make([]uint32, m*w.n)
 	if !elem {
@@ -96,12 +111,6 @@ func runSparseOut(t testing.TB, d *Device, dt checkpoint.DType, w *weight, x, bi
 			out[i] = binary.LittleEndian.Uint32(raw[4*i:])
 		}
 		return out
-	}
-	for i := 2 * m * w.n; i < len(raw); i++ {
-		if raw[i] != 0xFF {
-			t.Errorf("%v m=%d %+v: a y of %v written past its %d bytes, at byte %d", dt, m, c.decode, dt, 2*m*w.n, i)
-			break
-		}
 	}
 	for i := range out {
 		out[i] = uint32(binary.LittleEndian.Uint16(raw[2*i:]))

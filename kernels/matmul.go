@@ -21,9 +21,9 @@ type SparseOperands struct {
 	// YType is Y's element type: float32 (the zero value, or
 	// checkpoint.F32), or DType, each value then rounded to nearest even
 	// from its float32 result. A Bias or a YType of DType needs M ≤
-	// launchplan.MaxTokens or a device of compute capability 9.0: the
-	// decode kernels and the prefill kernel take them, the tiled mma.sp
-	// kernel does not.
+	// launchplan.MaxTokens or the sm_90a module loaded (compute
+	// capability 9.0): the decode kernels and the prefill kernel take
+	// them, the tiled mma.sp kernel does not.
 	YType checkpoint.DType
 }
 
@@ -44,7 +44,7 @@ func (ops SparseOperands) checkOutput(op string, full bool) (int, error) {
 		return 0, argError("%s: y of type %v: float32 or the element type %v", op, ops.YType, ops.DType)
 	}
 	if !full && (ops.Bias != nil || size == 2) {
-		return 0, argError("%s: a bias or a y of %v needs m ≤ %d (the decode kernels) or compute capability 9.0 (the prefill kernel), not m = %d here",
+		return 0, argError("%s: a bias or a y of %v needs m ≤ %d (the decode kernels) or the sm_90a module (the prefill kernel), not m = %d here",
 			op, ops.DType, launchplan.MaxTokens, ops.M)
 	}
 	return size, nil
@@ -62,7 +62,7 @@ func (ops SparseOperands) checkOutput(op string, full bool) (int, error) {
 // streams the weight once over every SM; to fill them it may split K, and
 // the last slice of each row block to finish sums the slices' partial
 // sums in a fixed order, so results are bit-for-bit reproducible. Larger
-// M uses, on compute capability 9.0 (H100, H200), the prefill kernel
+// M uses, where the sm_90a module is loaded (H100, H200), the prefill kernel
 // (cuda/spmm_wg.cuh: bulk tensor copies and wgmma.sp on a persistent
 // grid, its tile chosen by launchplan.ChoosePrefill), elsewhere the tiled
 // mma.sp kernel. (At M = 64 on an H100 the decode kernel measured

@@ -122,8 +122,9 @@ SFS_GEMV_HY_SC(gemv_hy_pair, true, 4)
 // spmm_wg_{bf16,f16}_r{R}_t{BN}: the prefill-size product (spmm_wg.cuh)
 // in tiles of R weight rows (128·NWG: NWG consumer warpgroups) by BN
 // tokens: a persistent grid (at most the tiles, ceil(N/R)·ceil(M/BN); one
-// CTA per SM), block 128·NWG + 32 (the consumers, then the producer's
-// warp), dynamic shared memory sfs::spmm_wg::Shape<NWG, BN>::kSmem bytes.
+// CTA per SM), block 128·(NWG + 1) (the consumers, then the producer's
+// warpgroup), dynamic shared memory sfs::spmm_wg::Shape<NWG, BN>::kSmem
+// bytes.
 // Y [M][N] is f32 where out = 0, the element type rounded to nearest even
 // where out = 1, the bias B (N values of the element type) added where
 // not null; the operands X [M][K], packed [N][K/2] and the meta come as

@@ -20,10 +20,9 @@
 // copy engine zero-fills what lies out of bounds). Every consumer thread
 // arrives on `empty` once its products of the slot are done. With NWG =
 // 2 the producer warpgroup gives up registers (setmaxnreg) to the
-// consumers, whose accumulators take BN of them. (Producer warps issuing
-// 16-byte cp.async copies instead ran at 0.36-0.74x of dense cuBLASLt:
-// they could not queue a stage's copies as fast as the tensor cores
-// consume them; docs/kernels.md.)
+// consumers, whose accumulators take BN of them. (docs/kernels.md §2.6
+// says why the copies are the copy engine's and A comes from shared
+// memory.)
 //
 // Products. Both operands come from shared memory. Product h of
 // consumer warpgroup c covers the tile's rows 128c + 64h … +63 (warp w
@@ -38,9 +37,7 @@
 // products frees stage q - 1's set and slot. Stages are multiplied two at
 // a time; a tile of an odd number of stages gets one more, which the copy
 // engine zero-fills (its meta replaced by a valid pattern) and adds
-// nothing. (A from registers, through ldmatrix, leaves no registers for
-// tiles of 192 tokens; at 128 it ran from 9% slower to 5% faster:
-// docs/kernels.md.)
+// nothing.
 //
 // Shared memory of a stage: B (BN token rows of 128 bytes, unit u of
 // token t at u ^ (t % 8), 1024-byte aligned), then A (R rows of 64 bytes,
@@ -208,7 +205,7 @@ struct Tiles {
 // TensorMap is a CUDA tensor map (CUtensorMap: 128 opaque bytes, 64-byte
 // aligned), made on the host by cuTensorMapEncodeTiled and passed by value
 // as a __grid_constant__ parameter. The three of a product (made by the Go
-// caller, kernels/tensormap.go):
+// caller, kernels/prefill.go, through cuda.Driver.EncodeTensorMap2D):
 //   x: X as uint16 [M][K], box 64 × BN, 128-byte swizzle;
 //   p: packed as uint16 [N][K/2], box 32 × R, 64-byte swizzle;
 //   u: the meta as uint32 [K/32][N], box R × 2, no swizzle;

@@ -146,7 +146,9 @@ func (p Prefill) WithTile(t PrefillTile, dt checkpoint.DType, m, n int, lim Limi
 // [n][k/2], box 32 × Rows, 64-byte swizzle) and meta (uint32 [k/32][n],
 // box Rows × 2, no swizzle), each by value, then m, n, k, the bias (or
 // null) and the output type (0 float32, 1 the element type). The last
-// record of a shape serves every m above its To too.
+// record of a shape serves every m above its To too: correct for any m,
+// and ChoosePrefill's own choice there on the Llama-family shapes
+// (TestPrefillRecords).
 type PrefillRecord struct {
 	From        int    `json:"from"`
 	To          int    `json:"to"`

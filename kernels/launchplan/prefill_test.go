@@ -11,8 +11,10 @@ import (
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
-// TestPrefillShared holds the tiles' shared memory to spmm_wg.cuh's
-// Shape, whose numbers sfsurgery_sm90a.cu's entry points document.
+// TestPrefillShared holds the tiles' stages and shared memory to values
+// worked out by hand from spmm_wg.cuh's Shape (the formula in Go and in
+// CUDA is the same by review; the kernel tests on a GPU launch with these
+// sizes and would overrun a ring that needs more).
 func TestPrefillShared(t *testing.T) {
 	want := map[string][2]int{ // stages, bytes
 		"spmm_wg_bf16_r256_t192": {5, 216144},

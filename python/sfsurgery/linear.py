@@ -11,8 +11,10 @@ bias), so a state dict loads into it as is. What runs, per token count m
 - any other m (prefill), by `prefill`:
   - "ours" (the default where the table has prefill records for the
     shape: launch documents planned on an H100 or H200): our prefill
-    kernel (wgmma.sp), reading the same packed + meta, output in the
-    activation dtype with the bias added in the kernel. One weight copy.
+    kernel (wgmma.sp) above 64 tokens, reading the same packed + meta,
+    output in the activation dtype with the bias added in the kernel. One
+    weight copy. Token counts up to 64 without a decode record (a policy
+    whose ranges have gaps) take "decode".
   - "decode" (the default elsewhere): the weight decoded to dense by our
     kernel into a temporary of n·k elements, then torch's dense matmul.
     One weight copy (56% of dense), and prefill a little slower than
@@ -33,6 +35,10 @@ from .errors import CheckpointError, RecordError
 from .records import Table
 
 PREFILL = ("ours", "decode", "cusparselt")
+
+# The decode kernels' most tokens (launchplan.MaxTokens): the prefill
+# kernel's records start above it.
+DECODE_TOKENS = 64
 
 
 class SparseLinear(nn.Module):
@@ -91,9 +97,10 @@ class SparseLinear(nn.Module):
             raise RecordError(f"launch records for {table.dtype}, the weight is {self.packed.dtype}")
         per_m = table.launches.get((n, k), {})
         self.table_id = ops.register(table, self.packed.device)
-        # The kernels serve m = 1 … max_tokens: every m up to it has a
-        # record (a policy may have ranges with gaps; above the first gap
-        # the prefill path serves).
+        # The decode kernels serve m = 1 … max_tokens: every m up to it has
+        # a record (a policy may have ranges with gaps). Above the first
+        # gap, up to DECODE_TOKENS, the prefill path's other forms serve
+        # ("decode" for "ours", whose records start above DECODE_TOKENS).
         self.max_tokens = 0
         while self.max_tokens + 1 in per_m:
             self.max_tokens += 1
@@ -103,10 +110,11 @@ class SparseLinear(nn.Module):
             self.cslt = torch._cslt_compress(ops.decode(self.packed, self.meta))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """y = x·Wᵀ + b: our decode kernel up to max_tokens tokens, else the
-        prefill path."""
+        """y = x·Wᵀ + b: our decode kernel up to max_tokens tokens, our
+        prefill kernel above DECODE_TOKENS where the prefill path is
+        "ours", else the weight decoded to dense (or cuSPARSELt's copy)."""
         m = x.numel() // max(x.shape[-1], 1)
-        if self.table_id is not None and (0 < m <= self.max_tokens or m > self.max_tokens and self.prefill == "ours"):
+        if self.table_id is not None and (0 < m <= self.max_tokens or m > DECODE_TOKENS and self.prefill == "ours"):
             return ops.linear(x, self.packed, self.meta, self.bias, self.table_id)
         if self.cslt is not None:
             # cuSPARSELt takes the dense operand's rows in multiples of 8,

@@ -292,6 +292,18 @@ def parse_launch(obj, n: int, k: int, m: int, where: str, limits: Optional[Limit
     return Launch(module, entry, grid, block, cluster, shared, coop, counters, partials, tuple(params), fallback)
 
 
+def _prefill_shared(rows: int, tokens: int) -> int:
+    """The dynamic shared memory the prefill kernel's tile of rows ×
+    tokens reads and writes (spmm_wg.cuh's Shape, launchplan's
+    PrefillTile.SharedBytes): 1024 bytes of alignment slack, a ring of as
+    many stages of 128·tokens + 72·rows bytes as fit in 231,296 bytes (at
+    most 8), and two mbarriers a stage. A record that says less would let
+    the kernel run past its shared memory."""
+    stage = 128 * tokens + 72 * rows
+    stages = min(8, 231296 // stage)
+    return 1024 + stages * stage + 16 * stages
+
+
 def parse_prefill(raw, n: int, k: int, dtype: str, limits: Optional[Limits], where: str) -> Tuple[Prefill, ...]:
     """Parses and checks a shape's prefill records: ranges of m from 65 up,
     contiguous and in order, each an entry point of the prefill kernel of
@@ -321,8 +333,8 @@ def parse_prefill(raw, n: int, k: int, dtype: str, limits: Optional[Limits], whe
         block, shared = _get(r, "block", int, w), _get(r, "shared_bytes", int, w)
         if (rows, tokens) != (int(em.group(2)), int(em.group(3))) or block != rows + 128:
             raise RecordError(f"{w}: rows {rows}, tokens {tokens}, block {block} for entry {entry}")
-        if shared <= 0 or (limits is not None and shared > limits.shared_per_block):
-            raise RecordError(f"{w}.shared_bytes: {shared} out of range")
+        if shared != _prefill_shared(rows, tokens) or (limits is not None and shared > limits.shared_per_block):
+            raise RecordError(f"{w}.shared_bytes: {shared}, the {entry} kernel needs {_prefill_shared(rows, tokens)}")
         out.append(Prefill(first, last, module, entry, rows, tokens, block, shared))
     return tuple(out)
 

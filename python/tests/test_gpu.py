@@ -147,6 +147,32 @@ class OpTest(unittest.TestCase):
             err = (y.float() - ref).abs().max().item() / ref.abs().max().item()
             self.assertLess(err, 1e-2, f"m={m}: rel. error {err}")
 
+    @unittest.skipUnless(HOPPER, "the prefill kernel's records are planned for sm_90a")
+    def test_records_with_a_gap(self):
+        """Records with decode records up to 16 tokens only (a policy's gap)
+        and prefill records: 17…64 tokens take the decode path, 65 and up
+        the prefill kernel, all against the dense product."""
+        from sfsurgery import SparseLinear
+
+        gen = torch.Generator(device="cuda").manual_seed(7)
+        n, k = 2048, 2048
+        w, packed, meta = sparse_weight(n, k, torch.bfloat16, gen)
+        table = plan([(n, k)], "bf16")
+        table.launches[(n, k)] = {m: r for m, r in table.launches[(n, k)].items() if m <= 16}
+        lin = SparseLinear(k, n, device="cuda")
+        with torch.no_grad():
+            lin.packed.copy_(packed)
+            lin.meta.copy_(meta)
+        lin.attach(table)
+        self.assertEqual((lin.prefill, lin.max_tokens), ("ours", 16))
+        for m in (16, 17, 64, 65, 300):
+            x = torch.randn((m, k), generator=gen, device="cuda").to(torch.bfloat16)
+            with torch.no_grad():
+                y = lin(x)
+            ref = x.float() @ w.float().t()
+            err = (y.float() - ref).abs().max().item() / ref.abs().max().item()
+            self.assertLess(err, 1e-2, f"m={m}: rel. error {err}")
+
     def test_refusals(self):
         from sfsurgery import SparseLinear, ops
         from sfsurgery.errors import RecordError

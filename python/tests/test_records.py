@@ -204,9 +204,6 @@ class InvalidRecordTest(unittest.TestCase):
                     records.check_device(t, *args)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class PrefillTest(unittest.TestCase):
     """The prefill records of a launch document planned for an H100, and
@@ -250,6 +247,7 @@ class PrefillTest(unittest.TestCase):
             ("tile", lambda p: p[0].update({"tokens": 999}), "rows"),
             ("block", lambda p: p[0].update({"block": 128}), "block 128"),
             ("shared", lambda p: p[0].update({"shared_bytes": 1 << 20}), "shared_bytes"),
+            ("shared too small", lambda p: p[0].update({"shared_bytes": p[0]["shared_bytes"] - 1024}), "kernel needs"),
             ("type", lambda p: p[0].update({"to": "4224"}), "want an integer"),
             ("empty", lambda p: p.clear(), "non-empty list"),
         ]
@@ -267,3 +265,7 @@ class PrefillTest(unittest.TestCase):
         with self.assertRaises(RecordError) as cm:
             records.parse(doc)
         self.assertIn("without the sm_90a module", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
