@@ -86,11 +86,12 @@ func (d *Driver) Launch(name string, fn Function, cfg LaunchConfig, args ...uint
 	if len(args) > MaxKernelParams {
 		return fmt.Errorf("launch %s: %d arguments, at most %d", name, len(args), MaxKernelParams)
 	}
-	words := make([]Arg, len(args))
+	p := new(kernelParams)
 	for i, v := range args {
-		words[i] = Word(v)
+		p.vals[i] = v
+		p.ptrs[i] = unsafe.Pointer(&p.vals[i])
 	}
-	return d.LaunchArgs(name, fn, cfg, words...)
+	return d.launch(name, fn, cfg, p)
 }
 
 // fill sets p's slots to args and reports an error for too many
@@ -99,7 +100,8 @@ func (p *kernelParams) fill(name string, args []Arg) error {
 	if len(args) > MaxKernelParams {
 		return fmt.Errorf("launch %s: %d arguments, at most %d", name, len(args), MaxKernelParams)
 	}
-	// The first 64-byte boundary in maps (p is pinned: it does not move).
+	// The first 64-byte boundary in maps (Go does not move heap objects;
+	// launch pins p before the driver reads it).
 	first := int((64 - uintptr(unsafe.Pointer(&p.maps[0]))%64) % 64 / 8)
 	nm := 0
 	for i, a := range args {
@@ -123,12 +125,17 @@ func (p *kernelParams) fill(name string, args []Arg) error {
 // maps passed by value.
 func (d *Driver) LaunchArgs(name string, fn Function, cfg LaunchConfig, args ...Arg) error {
 	p := new(kernelParams)
-	var pin runtime.Pinner
-	pin.Pin(p)
-	defer pin.Unpin()
 	if err := p.fill(name, args); err != nil {
 		return err
 	}
+	return d.launch(name, fn, cfg, p)
+}
+
+// launch queues fn with the filled parameter block p.
+func (d *Driver) launch(name string, fn Function, cfg LaunchConfig, p *kernelParams) error {
+	var pin runtime.Pinner
+	pin.Pin(p)
+	defer pin.Unpin()
 	params := unsafe.Pointer(&p.ptrs[0])
 	grid, block, smem, stream := cfg.Grid, cfg.Block, uint32(cfg.SharedBytes), uintptr(cfg.Stream)
 	if cfg.Cluster != (Dim3{}) {
