@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // splitGroup writes the even bytes of data to its first member and the
@@ -118,3 +121,39 @@ type sliceGroup []byte
 
 // WriteGroup writes nothing.
 func (sliceGroup) WriteGroup([]io.Writer) error { return nil }
+
+// startedSource is a Source that records that a write of it began.
+type startedSource struct{ started *atomic.Bool }
+
+// WriteTo records the start and writes four zero bytes.
+func (s startedSource) WriteTo(w io.Writer) (int64, error) {
+	s.started.Store(true)
+	n, err := w.Write(make([]byte, 4))
+	return int64(n), err
+}
+
+// TestGroupErrorInLaterShard holds that a malformed group in a later
+// shard fails WriteDir before any tensor of an earlier shard is written:
+// no write may still be running when WriteDir returns and removes its
+// temporary directory.
+func TestGroupErrorInLaterShard(t *testing.T) {
+	var started atomic.Bool
+	calls := 0
+	g := &splitGroup{data: make([]byte, 8), calls: &calls}
+	out := &Output{Shards: []Shard{
+		{Name: "a.safetensors", Tensors: []TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}, Src: startedSource{&started}}}},
+		{Name: "b.safetensors", Tensors: []TensorSpec{{Name: "b", DType: U8, Shape: []int64{4}, Src: Member{Group: g, Index: 1}}}},
+	}}
+	dir := filepath.Join(t.TempDir(), "out")
+	err := WriteDir(context.Background(), dir, out, &WriteOptions{Workers: 4})
+	if !errors.Is(err, ErrSourceSize) {
+		t.Fatalf("err = %v, want %v", err, ErrSourceSize)
+	}
+	time.Sleep(20 * time.Millisecond) // time for a stray write to begin
+	if started.Load() {
+		t.Error("a tensor of the first shard was written after planning the second failed")
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(dir)); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}

@@ -85,19 +85,16 @@ func WriteFile(ctx context.Context, path string, tensors []TensorSpec, metadata 
 		return err
 	}
 	if err := beside.build(ctx); err != nil {
-		os.Remove(tmp)
-		return err
+		return discardTemp(tmp, err)
 	}
 	if err := ctx.Err(); err != nil {
-		os.Remove(tmp)
 		beside.discard()
-		return &Error{File: path, Off: -1, Err: err, Detail: "before renaming into place"}
+		return discardTemp(tmp, &Error{File: path, Off: -1, Err: err, Detail: "before renaming into place"})
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		os.Remove(tmp)
 		beside.discard()
-		return osError(path, err)
+		return discardTemp(tmp, osError(path, err))
 	}
 	recheck := func(old string) error {
 		fi, err := os.Lstat(old)
@@ -141,8 +138,7 @@ func writeTempFile(ctx context.Context, path string, p *filePlan, tensors []Tens
 		err = osError(path, cerr)
 	}
 	if err != nil {
-		os.Remove(tmp)
-		return "", err
+		return "", discardTemp(tmp, err)
 	}
 	return tmp, nil
 }
@@ -487,14 +483,19 @@ func (j *fileJob) start() error {
 // of one waiting for the other at the far end of the file. The first
 // failure cancels the rest.
 func writeTensors(ctx context.Context, jobs []*fileJob, opt *WriteOptions) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workerCount(opt.Workers))
-	for _, j := range jobs {
-		tasks, err := j.tasks()
-		if err != nil {
+	// Every job's tasks are planned before the first starts, so that a
+	// planning error leaves no write running behind the caller.
+	tasks := make([][]fileTask, len(jobs))
+	for i, j := range jobs {
+		var err error
+		if tasks[i], err = j.tasks(); err != nil {
 			return err
 		}
-		for _, t := range tasks {
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workerCount(opt.Workers))
+	for i, j := range jobs {
+		for _, t := range tasks[i] {
 			if gctx.Err() != nil {
 				break
 			}
