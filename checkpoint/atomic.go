@@ -25,6 +25,17 @@ func tempName(dir, prefix string) string {
 	return filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64()%1e12, 10))
 }
 
+// discardTemp removes the temporary file or directory tmp of a write
+// that failed with err, and returns err; if tmp cannot be removed, the
+// error also says where it was left ([CleanStale] removes it at the next
+// write of the same output). TestDiscardTemp holds both cases.
+func discardTemp(tmp string, err error) error {
+	if rerr := os.RemoveAll(tmp); rerr != nil {
+		return fmt.Errorf("%w (and its temporary %s could not be removed: %v)", err, tmp, rerr)
+	}
+	return err
+}
+
 // createTemp creates a new file beside the output called base in dir,
 // under this process's temporary name of kind "tmp" (see [CleanStale]),
 // with mode perm (less the umask, unlike os.CreateTemp's 0600), open for

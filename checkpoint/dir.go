@@ -88,12 +88,10 @@ func WriteDir(ctx context.Context, dir string, out *Output, opt *WriteOptions) e
 		return osError(dir, terr)
 	}
 	if err := fillDir(ctx, tmp, dir, jobs, index, out.Files, opt); err != nil {
-		os.RemoveAll(tmp)
-		return err
+		return discardTemp(tmp, err)
 	}
 	if err := ctx.Err(); err != nil {
-		os.RemoveAll(tmp)
-		return &Error{File: dir, Off: -1, Err: err, Detail: "before renaming into place"}
+		return discardTemp(tmp, &Error{File: dir, Off: -1, Err: err, Detail: "before renaming into place"})
 	}
 	var recheck func(string) error
 	if pr.exists && !pr.empty {

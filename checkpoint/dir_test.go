@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -312,5 +313,41 @@ func TestWriteDirReplaceKeepsOthers(t *testing.T) {
 	checkDirEntries(t, sibling, "model.safetensors")
 	if err := WriteDir(context.Background(), filepath.Join(parent, "out2", "model.safetensors"), out, &WriteOptions{Force: true}); !errors.Is(err, ErrNotReplaceable) || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("WriteDir over a file: %v, want ErrNotReplaceable", err)
+	}
+}
+
+// TestDiscardTemp holds what a failed write returns about its temporary:
+// the write's own error when the temporary is gone, and that error plus
+// where the temporary was left when it cannot be removed.
+func TestDiscardTemp(t *testing.T) {
+	dir := t.TempDir()
+	writeErr := &Error{File: "out", Off: -1, Err: ErrExist}
+
+	tmp := filepath.Join(dir, ".out.sfsurgery-tmp-x")
+	if err := os.MkdirAll(filepath.Join(tmp, "sub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "sub", "f"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if got := discardTemp(tmp, writeErr); got != writeErr {
+		t.Errorf("removable temporary: got %v, want the write's error itself", got)
+	}
+	if _, err := os.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary is still there: %v", err)
+	}
+
+	// A path below a regular file cannot be removed, whoever runs this.
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	stuck := filepath.Join(file, "tmp")
+	got := discardTemp(stuck, writeErr)
+	if !errors.Is(got, ErrExist) {
+		t.Errorf("errors.Is(%v, ErrExist) = false", got)
+	}
+	if msg := got.Error(); !strings.HasPrefix(msg, writeErr.Error()) || !strings.Contains(msg, stuck) {
+		t.Errorf("message %q does not start with the write's error and name %s", msg, stuck)
 	}
 }

@@ -185,18 +185,16 @@ func install(tmp, abs, shown string, pr prior, recheck func(old string) error) (
 	if !pr.exists {
 		err := renameNoReplace(tmp, abs)
 		if err != nil {
-			os.RemoveAll(tmp)
 			if errors.Is(err, fs.ErrExist) {
-				return "", &Error{File: shown, Off: -1, Err: ErrExist, Detail: "created by someone else while this output was written; left as it is"}
+				return "", discardTemp(tmp, &Error{File: shown, Off: -1, Err: ErrExist, Detail: "created by someone else while this output was written; left as it is"})
 			}
-			return "", osError(shown, err)
+			return "", discardTemp(tmp, osError(shown, err))
 		}
 		return "", nil
 	}
 	old, err := exchange(tmp, abs)
 	if err != nil {
-		os.RemoveAll(tmp)
-		return "", osError(shown, err)
+		return "", discardTemp(tmp, osError(shown, err))
 	}
 	fi, serr := os.Lstat(old)
 	why := ""

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,12 +139,18 @@ func TestSignalsStopPrune(t *testing.T) {
 // checkEmpty fails unless dir has no entries.
 func checkEmpty(t *testing.T, dir string) {
 	t.Helper()
+	checkEmptyAfter(t, dir, "")
+}
+
+// checkEmptyAfter is checkEmpty with what ran there named in the errors.
+func checkEmptyAfter(t *testing.T, dir, after string) {
+	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		t.Errorf("left in %s: %s", dir, e.Name())
+		t.Errorf("left in %s%s: %s", dir, after, e.Name())
 	}
 }
 
@@ -211,7 +218,7 @@ func TestInterruptAnyMoment(t *testing.T) {
 		default:
 			t.Errorf("run %d: exit %d, stderr %q", i, code, stderr.String())
 		}
-		checkEmpty(t, dir)
+		checkEmptyAfter(t, dir, fmt.Sprintf(" by run %d (exit %d, stderr %q)", i, code, stderr.String()))
 	}
 }
 
