@@ -2,9 +2,11 @@
 by the sfsurgery binary, and launch documents as `sfsurgery plan` writes
 them."""
 
+import atexit
 import copy
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -27,10 +29,13 @@ _PRUNED = {}
 
 
 def pruned(src: str = TINY, fmt: str = "ampere") -> str:
-    """Prunes src once per test process and returns the output directory."""
+    """Prunes src once per test process and returns the output directory,
+    which is removed when the process exits."""
     key = (src, fmt)
     if key not in _PRUNED:
-        out = os.path.join(tempfile.mkdtemp(prefix="sfsurgery-test-"), os.path.basename(src) + "-" + fmt)
+        tmp = tempfile.mkdtemp(prefix="sfsurgery-test-")
+        atexit.register(shutil.rmtree, tmp, True)
+        out = os.path.join(tmp, os.path.basename(src) + "-" + fmt)
         subprocess.run([sfsurgery_bin(), "prune", src, "-o", out, "--format", fmt, "--quiet"], check=True)
         _PRUNED[key] = out
     return _PRUNED[key]
