@@ -106,11 +106,11 @@ func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, e
 		if !d.hasPrefill() {
 			return []string{"tiled"}, nil
 		}
-		p, err := launchplan.ChoosePrefill(dt, m, n, k, d.dec.lim)
+		p, err := d.choosePrefill(op, dt, m, n, k)
 		if err != nil {
-			return nil, argError("%s: %v", op, err)
+			return nil, err
 		}
-		return []string{fmt.Sprintf("prefill r%d t%d", p.Tile.Rows, p.Tile.Tokens)}, nil
+		return []string{"prefill " + p.Tile.String()}, nil
 	}
 	var ps []launchplan.Plan
 	err := d.do(func() error {

@@ -43,7 +43,7 @@ func TestGPUPrefillOutput(t *testing.T) {
 					if tile > 0 {
 						p = p.WithTile(launchplan.PrefillTiles()[tile-1], dt, m, s.n, d.dec.lim)
 					}
-					tiles[fmt.Sprintf("r%d_t%d", p.Tile.Rows, p.Tile.Tokens)] = true
+					tiles[p.Tile.String()] = true
 					what := fmt.Sprintf("%v n%d k%d m%d %s (tile %d)", dt, s.n, s.k, m, p.Entry, tile)
 					c := sparseChoice{kernel: sparsePrefill, tile: tile}
 					sums := runSparseOut(t, d, dt, w, x, nil, false, m, c)
@@ -64,8 +64,8 @@ func TestGPUPrefillOutput(t *testing.T) {
 		}
 	}
 	for _, tile := range launchplan.PrefillTiles() {
-		if name := fmt.Sprintf("r%d_t%d", tile.Rows, tile.Tokens); !tiles[name] {
-			t.Errorf("tile %s never ran", name)
+		if !tiles[tile.String()] {
+			t.Errorf("tile %s never ran", tile)
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/cuda"
 	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
@@ -25,18 +27,39 @@ func prefillMaps(ops SparseOperands, t launchplan.PrefillTile) [3]cuda.TensorMap
 	}
 }
 
+// choosePrefill is launchplan.ChoosePrefill on d's limits, a refusal
+// reported as an argument error of op.
+func (d *Device) choosePrefill(op string, dt checkpoint.DType, m, n, k int) (launchplan.Prefill, error) {
+	p, err := launchplan.ChoosePrefill(dt, m, n, k, d.dec.lim)
+	if errors.Is(err, launchplan.ErrNoPlan) {
+		return p, argError("%s: %v", op, err)
+	}
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", op, err)
+	}
+	return p, nil
+}
+
 // launchPrefill queues the prefill kernel for ops, as SparseMatmul does
 // above launchplan.MaxTokens tokens on compute capability 9.0, with
 // launchplan.ChoosePrefill's tile (tile 0) or, for tests, tile i+1 of
 // launchplan.PrefillTiles. It runs with the context current and the mutex
 // held.
 func (d *Device) launchPrefill(op string, ops SparseOperands, tile int) error {
-	p, err := launchplan.ChoosePrefill(ops.DType, ops.M, ops.N, ops.K, d.dec.lim)
+	p, err := d.choosePrefill(op, ops.DType, ops.M, ops.N, ops.K)
 	if err != nil {
-		return argError("%s: %v", op, err)
+		return err
 	}
-	if tiles := launchplan.PrefillTiles(); tile > 0 && tile <= len(tiles) {
-		p = p.WithTile(tiles[tile-1], ops.DType, ops.M, ops.N, d.dec.lim)
+	if tile > 0 {
+		tiles := launchplan.PrefillTiles()
+		if tile > len(tiles) {
+			return fmt.Errorf("%s: prefill tile %d of %d", op, tile, len(tiles))
+		}
+		forced := p.WithTile(tiles[tile-1], ops.DType, ops.M, ops.N, d.dec.lim)
+		if forced.Tile != tiles[tile-1] {
+			return fmt.Errorf("%s: prefill tile %s does not fit %d bytes of shared memory", op, tiles[tile-1], d.dec.lim.SharedPerBlock)
+		}
+		p = forced
 	}
 	fn, ok := d.dec.funcs[p.Entry]
 	if !ok {

@@ -6,8 +6,9 @@ import (
 	"slices"
 )
 
-// ErrNoPlan wraps the reasons Choose refuses a shape.
-var ErrNoPlan = errors.New("no decode-kernel plan")
+// ErrNoPlan wraps the reasons Choose, Candidates, Launch and
+// ChoosePrefill refuse a shape, options or device.
+var ErrNoPlan = errors.New("no kernel plan")
 
 // Choose chooses the launch of the decode kernel for m tokens and an
 // n × k weight on a device with limits lim; o forces parts of it.

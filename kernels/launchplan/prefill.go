@@ -52,6 +52,10 @@ func (t PrefillTile) Stages() int {
 // alignment slack, the ring and two mbarriers a slot.
 func (t PrefillTile) SharedBytes() int { return 1024 + t.Stages()*t.stageBytes() + 16*t.Stages() }
 
+// String names the tile as "r<Rows> t<Tokens>" (SparseCandidates' plan
+// name is "prefill " and this).
+func (t PrefillTile) String() string { return fmt.Sprintf("r%d t%d", t.Rows, t.Tokens) }
+
 // Entry is the tile's entry point for element type ty ("bf16", "f16").
 func (t PrefillTile) Entry(ty string) string {
 	return fmt.Sprintf("spmm_wg_%s_r%d_t%d", ty, t.Rows, t.Tokens)
@@ -90,15 +94,16 @@ type Prefill struct {
 func ChoosePrefill(dt checkpoint.DType, m, n, k int, lim Limits) (Prefill, error) {
 	ty, ok := elementName(dt)
 	if !ok {
-		return Prefill{}, fmt.Errorf("prefill: element type %v, want BF16 or F16", dt)
+		return Prefill{}, fmt.Errorf("%w: prefill: element type %v, want BF16 or F16", ErrNoPlan, dt)
 	}
 	switch {
 	case !lim.Warpgroup:
-		return Prefill{}, fmt.Errorf("prefill: needs the sm_90a module (compute capability 9.0)")
-	case m < 1 || n < 32 || n%32 != 0 || k < 64 || k%prefillStageK != 0:
-		return Prefill{}, fmt.Errorf("prefill: m = %d, n = %d, k = %d: want m ≥ 1, n a multiple of 32, k of 64", m, n, k)
+		return Prefill{}, fmt.Errorf("%w: prefill: needs the sm_90a module (compute capability 9.0)", ErrNoPlan)
+	case m < 1 || m > MaxDim || n < 32 || n > MaxDim || n%32 != 0 || k < 64 || k > MaxDim || k%prefillStageK != 0:
+		return Prefill{}, fmt.Errorf("%w: prefill: m = %d, n = %d, k = %d: want 1 ≤ m ≤ %d, n a multiple of 32 and k of 64, each at most %[5]d",
+			ErrNoPlan, m, n, k, MaxDim)
 	case lim.SMs < 1:
-		return Prefill{}, fmt.Errorf("prefill: %d SMs", lim.SMs)
+		return Prefill{}, fmt.Errorf("%w: prefill: %d SMs", ErrNoPlan, lim.SMs)
 	}
 	var best Prefill
 	bestCost := 0.0
@@ -114,7 +119,7 @@ func ChoosePrefill(dt checkpoint.DType, m, n, k int, lim Limits) (Prefill, error
 		}
 	}
 	if best.Entry == "" {
-		return Prefill{}, fmt.Errorf("prefill: no tile fits %d bytes of shared memory", lim.SharedPerBlock)
+		return Prefill{}, fmt.Errorf("%w: prefill: no tile fits %d bytes of shared memory", ErrNoPlan, lim.SharedPerBlock)
 	}
 	return best, nil
 }

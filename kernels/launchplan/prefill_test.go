@@ -1,6 +1,8 @@
 package launchplan
 
 import (
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,10 +86,18 @@ func TestChoosePrefillRefuses(t *testing.T) {
 		{"k", checkpoint.F16, 512, 4096, 4000, h100, "k = 4000"},
 		{"m", checkpoint.F16, 0, 4096, 4096, h100, "m = 0"},
 		{"small device", checkpoint.F16, 512, 4096, 4096, Limits{SMs: 8, SharedPerBlock: 100 << 10, Warpgroup: true}, "no tile fits"},
+		{"no SMs", checkpoint.F16, 512, 4096, 4096, Limits{SharedPerBlock: h100.SharedPerBlock, Warpgroup: true}, "0 SMs"},
+		{"huge m", checkpoint.BF16, math.MaxInt, 4096, 4096, h100, "m = 9223372036854775807"},
+		{"m past MaxDim", checkpoint.BF16, MaxDim + 1, 4096, 4096, h100, "m = 1073741825"},
+		{"huge n", checkpoint.BF16, 512, 1 << 40, 4096, h100, "n = 1099511627776"},
+		{"huge k", checkpoint.BF16, 512, 4096, 1 << 40, h100, "k = 1099511627776"},
 	} {
 		_, err := ChoosePrefill(c.dt, c.m, c.n, c.k, c.lim)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+		if !errors.Is(err, ErrNoPlan) {
+			t.Errorf("%s: %v does not wrap ErrNoPlan", c.name, err)
 		}
 	}
 }
