@@ -21,10 +21,7 @@ func (r *Report) Policy() *Policy {
 	if r.Env.Limits != nil {
 		for i := range entries {
 			addLaunches(&entries[i], *r.Env.Limits, checkpoint.DType(r.DType))
-			if r.Env.Limits.Warpgroup {
-				// A shape the prefill kernel cannot take gets none.
-				entries[i].Prefill, _ = launchplan.PrefillRecords(checkpoint.DType(r.DType), entries[i].N, entries[i].K, *r.Env.Limits)
-			}
+			entries[i].Prefill = prefillRecords(checkpoint.DType(r.DType), entries[i].N, entries[i].K, *r.Env.Limits)
 		}
 	}
 	return NewPolicy(r, entries)
@@ -143,7 +140,7 @@ func (r *Report) Without(backend string) *Report {
 		out.Env.CuSPARSELt, out.Env.CuSPARSELtPath = "", ""
 	}
 	if len(r.Estimates) > 0 {
-		out.Estimates = Estimates(out.Shapes, out.Rows, out.Policy().Entries, r.Estimates[0].GEMMShare)
+		out.Estimates = Estimates(out.Shapes, out.Rows, out.Policy().Entries, r.Method.GEMMShare)
 	}
 	return &out
 }

@@ -89,11 +89,7 @@ func PlanLaunches(shapes []Shape, ms []int, dt checkpoint.DType, lim launchplan.
 			}
 			sl.Launches = append(sl.Launches, at)
 		}
-		if lim.Warpgroup {
-			// A shape the prefill kernel cannot take (the decode records
-			// say why) gets none.
-			sl.Prefill, _ = launchplan.PrefillRecords(dt, s.N, s.K, lim)
-		}
+		sl.Prefill = prefillRecords(dt, s.N, s.K, lim)
 		out.Shapes = append(out.Shapes, sl)
 	}
 	return out, nil
@@ -126,4 +122,19 @@ func (l *Launches) WriteText(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// prefillRecords returns the prefill kernel's records of an n × k weight,
+// none where the device has no sm_90a module or the kernel cannot take
+// the shape (every refusal of launchplan.PrefillRecords is one of the
+// two; the decode records of the shape say why).
+func prefillRecords(dt checkpoint.DType, n, k int, lim launchplan.Limits) []launchplan.PrefillRecord {
+	if !lim.Warpgroup {
+		return nil
+	}
+	recs, err := launchplan.PrefillRecords(dt, n, k, lim)
+	if err != nil {
+		return nil
+	}
+	return recs
 }

@@ -251,9 +251,9 @@ func TestReportWithout(t *testing.T) {
 	s := Shape{Model: "m", Ops: []string{"q", "o"}, N: 4096, K: 4096, Count: 1}
 	ms := []int{1, 256, 4096}
 	rows := table(s, ms, []float64{10, 30, 100}, map[string][]float64{Ours: {6, 40, 80}, CuSPARSELt: {20, 20, 60}})
-	rep := &Report{DType: "BF16", Shapes: []Shape{s}, Rows: rows, Method: Method{MinSpeedup: DefaultMinSpeedup}}
+	rep := &Report{DType: "BF16", Shapes: []Shape{s}, Rows: rows, Method: Method{MinSpeedup: DefaultMinSpeedup, GEMMShare: 0.7}}
 	rep.Env.CuSPARSELt = "0.8.0"
-	rep.Estimates = Estimates(rep.Shapes, rep.Rows, rep.Policy().Entries, 0.7)
+	rep.Estimates = Estimates(rep.Shapes, rep.Rows, rep.Policy().Entries, rep.Method.GEMMShare)
 	if got := fmt.Sprint(rep.Policy().Entries[0].Sparse); !strings.Contains(got, CuSPARSELt) {
 		t.Fatalf("with cuSPARSELt: %s", got)
 	}
