@@ -23,9 +23,11 @@ type Group interface {
 }
 
 // comparableGroup reports whether g can identify its members: a non-nil
-// value of a comparable type.
+// value that can be compared (and so used as a map key) without a panic,
+// which a comparable type holding an uncomparable value in an interface
+// field cannot (TestGroupErrors).
 func comparableGroup(g Group) bool {
-	return g != nil && reflect.TypeOf(g).Comparable()
+	return g != nil && reflect.ValueOf(g).Comparable()
 }
 
 // Member is the source of one tensor of a [Group]: the Index-th writer

@@ -100,6 +100,7 @@ func TestGroupErrors(t *testing.T) {
 		}, ErrSourceSize},
 		{"nil group", []TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}, Src: Member{Index: 0}}}, ErrSourceSize},
 		{"uncomparable group", []TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}, Src: Member{Group: sliceGroup{1}, Index: 0}}}, ErrSourceSize},
+		{"uncomparable value", []TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}, Src: Member{Group: boxGroup{sliceGroup{1}}, Index: 0}}}, ErrSourceSize},
 	}
 	if s := Reshard([]TensorSpec{{Name: "a", DType: U8, Shape: []int64{4}, Src: Member{Group: sliceGroup{1}, Index: 0}}}, 1); len(s) != 1 {
 		t.Errorf("Reshard of an uncomparable group's member: %d shards", len(s))
@@ -115,6 +116,13 @@ func TestGroupErrors(t *testing.T) {
 		t.Error("a member wrote on its own")
 	}
 }
+
+// boxGroup is a Group of a comparable type whose value may not be: its
+// interface field can hold an uncomparable value.
+type boxGroup struct{ v any }
+
+// WriteGroup writes nothing.
+func (boxGroup) WriteGroup([]io.Writer) error { return nil }
 
 // sliceGroup is a Group of a type that cannot be compared.
 type sliceGroup []byte
