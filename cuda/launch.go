@@ -43,8 +43,9 @@ type kernelParams struct {
 // Arg is one parameter of [Driver.LaunchArgs]: a word ([Word]) or a
 // tensor map passed by value ([TensorArg]).
 type Arg struct {
-	word uint64
-	tm   *TensorMap
+	word  uint64
+	tm    *TensorMap
+	isMap bool // a TensorArg, even of a nil map (which fill refuses)
 }
 
 // Word is a word parameter: a device pointer, or an int widened with
@@ -53,7 +54,7 @@ func Word(v uint64) Arg { return Arg{word: v} }
 
 // TensorArg is a tensor map parameter, passed by value (the kernel's
 // __grid_constant__ CUtensorMap).
-func TensorArg(tm *TensorMap) Arg { return Arg{tm: tm} }
+func TensorArg(tm *TensorMap) Arg { return Arg{tm: tm, isMap: true} }
 
 // launchConfig mirrors CUlaunchConfig (cuda.h, CUDA 12 and later) for
 // cuLaunchKernelEx: grid, block, dynamic shared memory, stream and the
@@ -95,7 +96,7 @@ func (d *Driver) Launch(name string, fn Function, cfg LaunchConfig, args ...uint
 }
 
 // fill sets p's slots to args and reports an error for too many
-// parameters or tensor maps.
+// parameters or tensor maps, or a nil map (TestKernelParamsFill).
 func (p *kernelParams) fill(name string, args []Arg) error {
 	if len(args) > MaxKernelParams {
 		return fmt.Errorf("launch %s: %d arguments, at most %d", name, len(args), MaxKernelParams)
@@ -105,10 +106,13 @@ func (p *kernelParams) fill(name string, args []Arg) error {
 	first := int((64 - uintptr(unsafe.Pointer(&p.maps[0]))%64) % 64 / 8)
 	nm := 0
 	for i, a := range args {
-		if a.tm == nil {
+		if !a.isMap {
 			p.vals[i] = a.word
 			p.ptrs[i] = unsafe.Pointer(&p.vals[i])
 			continue
+		}
+		if a.tm == nil {
+			return fmt.Errorf("launch %s: parameter %d: a nil tensor map", name, i)
 		}
 		if nm == MaxTensorArgs {
 			return fmt.Errorf("launch %s: more than %d tensor maps", name, MaxTensorArgs)

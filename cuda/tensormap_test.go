@@ -85,6 +85,9 @@ func TestKernelParamsFill(t *testing.T) {
 	if err := new(kernelParams).fill("k", many); err == nil || !strings.Contains(err.Error(), "tensor maps") {
 		t.Errorf("too many maps: %v", err)
 	}
+	if err := new(kernelParams).fill("k", []Arg{Word(1), TensorArg(nil)}); err == nil || !strings.Contains(err.Error(), "parameter 1: a nil tensor map") {
+		t.Errorf("nil map: %v", err)
+	}
 	if err := new(kernelParams).fill("k", make([]Arg, MaxKernelParams+1)); err == nil {
 		t.Error("too many parameters: no error")
 	}

@@ -46,8 +46,9 @@ type decodeKey struct {
 	cand    int
 }
 
-// loadDecode looks up the decode kernels of the loaded modules, reads the
-// shared-memory limits and lets each kernel use the opt-in maximum. It
+// loadDecode looks up the decode kernels of the loaded modules and the
+// prefill kernel of the sm_90a one, reads the shared-memory limits and
+// lets each kernel use the opt-in maximum. It
 // runs with the context current and the mutex held.
 func (d *Device) loadDecode() error {
 	drv := d.drv
@@ -83,7 +84,7 @@ func (d *Device) loadDecode() error {
 	d.dec.lim = launchplan.Limits{SMs: d.info.SMs, SharedPerBlock: optin, SharedPerSM: perSM, Warpgroup: d.mod90a != 0}
 	for _, f := range d.dec.funcs {
 		if err := drv.FuncSetAttribute(f, cuda.FuncAttrMaxDynamicSharedSize, optin); err != nil {
-			return fmt.Errorf("allowing %d bytes of shared memory to the decode kernel: %w", optin, err)
+			return fmt.Errorf("allowing %d bytes of shared memory to the decode and prefill kernels: %w", optin, err)
 		}
 	}
 	return nil

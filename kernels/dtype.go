@@ -6,8 +6,8 @@ import (
 )
 
 // The kernels read 16-bit weights and activations of type checkpoint.BF16
-// or checkpoint.F16; their results are float32, or for the decode kernels
-// (SparseOperands.YType) of the element type.
+// or checkpoint.F16; their results are float32, or for the decode and
+// prefill kernels (SparseOperands.YType) of the element type.
 
 // validType reports whether the kernels read elements of type dt.
 func validType(dt checkpoint.DType) bool { return dt == checkpoint.BF16 || dt == checkpoint.F16 }

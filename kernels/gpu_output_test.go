@@ -17,10 +17,7 @@ import (
 )
 
 // roundTo returns the bits of f in dt (BF16 or F16), rounded to nearest
-// even, overflowing to ±Inf: what the decode kernels' cvt.rn stores (NaN
-// is not needed). BF16 is the upper half of f's bits, rounded; F16 follows
-// roundTo returns f rounded to dt (BF16 or F16), nearest even: what the
-// kernels' cvt.rn stores.
+// even and overflowing to ±Inf: what the kernels' cvt.rn stores.
 func roundTo(dt checkpoint.DType, f float32) uint16 {
 	if dt == checkpoint.BF16 {
 		return half.BF16(f)
