@@ -49,14 +49,14 @@
 // Results. Accumulator d[4j + i] of product h of a consumer thread (g =
 // lane / 4, tig = lane % 4) is row 128c + 64h + 16w + g + 8·(i / 2),
 // token 8j + 2·tig + i % 2 of the tile; each is stored through Out as the
-// decode kernels store theirs: f32, or the bias added and rounded to the
-// element type.
+// decode kernels store theirs: plus the bias where there is one, as f32
+// or rounded to the element type.
 //
-// Requirements (checked by the Go caller, kernels/prefill.go, with the
-// launch planned by launchplan.ChoosePrefill): N % 32 == 0, K % 64 == 0,
-// M ≥ 1, blockDim.x = 128·(NWG + 1), gridDim.x ≤ the tiles, dynamic
-// shared memory Shape<NWG, BN>::kSmem bytes, and the tensor maps of
-// TensorMap.
+// Requirements (checked by launchplan.ChoosePrefill, which plans every
+// launch): N ≥ 32 and N % 32 == 0, K ≥ 64 and K % 64 == 0, M ≥ 1,
+// blockDim.x = 128·(NWG + 1), dynamic shared memory Shape<NWG,
+// BN>::kSmem bytes, and the tensor maps of TensorMap. CTAs past the tiles
+// find no work and exit.
 #pragma once
 
 #include "gemv_wg.cuh"
@@ -67,8 +67,8 @@ namespace spmm_wg {
 using gemv::Out;
 
 // SFS_SPMM_GROUP sets kGroup, the row tiles of a group in the tile order
-// (Tiles), for tools/probes/spmm_wg_probe.cu; groups of 4, 8 and 16 ran
-// within 3% of each other on an H100.
+// (Tiles), for tools/probes/spmm_wg_probe.cu (docs/kernels.md §2.6 has
+// the group sizes measured).
 #ifndef SFS_SPMM_GROUP
 #define SFS_SPMM_GROUP 16
 #endif
