@@ -186,7 +186,7 @@ def set_pruned(dense, sparse_dir):
 def check(sparse, dense, seed, tokens=64):
     """The sparse model against the dense pruned one: teacher-forced logits
     of a sequence of `tokens` (≤ 64: every projection by our decode kernels;
-    a longer one would take the prefill path, the dense product itself) as
+    a longer one would take the prefill path) as
     a relative error; greedy generation of 32 tokens from it, as the length
     of the equal prefix; and where they part, the dense model's gap between
     its two best logits there (random weights give near-ties)."""

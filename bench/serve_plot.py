@@ -20,7 +20,7 @@ def main():
         with open(path) as f:
             runs.append(json.load(f))
     batches = sorted({int(b) for r in runs for b in r["sparse_rows"]})
-    top = max(max(r["sparse_rows"][str(b)]["decode_tok_s"] for b in batches if str(b) in r["sparse_rows"]) for r in runs)
+    top = max(row["decode_tok_s"] for r in runs for rows in ("sparse_rows", "dense_rows") for row in r[rows].values())
     ymax = 10 ** math.ceil(math.log10(top))
     ymax = next(v for v in (ymax / 4, ymax / 2, ymax) if v >= top)
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM

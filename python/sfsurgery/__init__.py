@@ -34,8 +34,13 @@ if _torch is not None:
     except ImportError:
         _transformers = None
     if _transformers is not None:
-        from . import hf as _hf
-
+        try:
+            from . import hf as _hf
+        except ImportError as _e:
+            raise ImportError(
+                f"sfsurgery needs transformers 5 or newer for from_pretrained "
+                f"(transformers {_transformers.__version__} is installed): {_e}"
+            ) from None
         _hf.register()
 else:
 

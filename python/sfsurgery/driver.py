@@ -82,7 +82,10 @@ class Driver:
             "cuGetErrorName": [i32, ctypes.POINTER(ctypes.c_char_p)],
         }
         for name, args in sigs.items():
-            fn = getattr(lib, name)
+            try:
+                fn = getattr(lib, name)
+            except AttributeError:
+                raise DeviceError(f"the CUDA driver lacks {name}: it is too old for the kernels (needs CUDA 13)") from None
             fn.argtypes = args
             fn.restype = i32
         # CUDA 12.0 and later; the prefill kernel needs it.
@@ -241,9 +244,19 @@ class _Prepared:
         self.params = (ctypes.c_void_p * len(self.slots))(*[ctypes.addressof(s) for s in self.slots])
 
 
+def _refused(rec: Launch, code: int) -> bool:
+    """Reports whether the driver refused rec for what its fallback drops
+    (kernels/decode.go's refused, launch.md): a cooperative launch too
+    large, or clusters the device cannot run."""
+    if rec.cooperative and code == _CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+        return True
+    return rec.cluster != (0, 0, 0) and code in (_CUDA_ERROR_INVALID_CLUSTER_SIZE, _CUDA_ERROR_NOT_SUPPORTED)
+
+
 class Kernels:
-    """The decode kernels loaded on one device: modules, entry points, and
-    the records prepared for launching."""
+    """The kernels loaded on one device (the decode kernels, the prefill
+    kernel and decode_ampere16): modules, entry points, and the records
+    prepared for launching."""
 
     def __init__(self, driver: Driver, ordinal: int):
         self.driver = driver
@@ -256,16 +269,22 @@ class Kernels:
         self.sms = driver.attribute(dev, _ATTR_SMS)
         self.shared_optin = driver.attribute(dev, _ATTR_SHARED_OPTIN)
         self.ctx = driver.primary_context(dev)
-        self._lock = threading.Lock()
+        # Reentrant: function and module take it, and so do the launches
+        # that call them.
+        self._lock = threading.RLock()
         self._modules: Dict[str, int] = {}
         self._functions: Dict[str, int] = {}
-        # Keyed by id(record): records live as long as their table, which
-        # ops keeps for the process.
+        # Keyed by id(record): each _Prepared holds its record, so an id
+        # is not reused while its entry exists.
         self._prepared: Dict[int, _Prepared] = {}
         self._use: Dict[int, Launch] = {}
 
     def module(self, path: str) -> int:
         """Returns the loaded module of a record's module path."""
+        with self._lock:
+            return self._module(path)
+
+    def _module(self, path: str) -> int:
         mod = self._modules.get(path)
         if mod is not None:
             return mod
@@ -283,15 +302,18 @@ class Kernels:
         return mod
 
     def function(self, module: str, entry: str) -> int:
-        """Returns an entry point, allowed the device's opt-in shared memory."""
+        """Returns an entry point, allowed the device's opt-in shared memory
+        (looked up once, with the device's context current)."""
         key = module + ":" + entry
-        fn = self._functions.get(key)
-        if fn is None:
-            fn = self.driver.function(self.module(module), entry)
-            self.driver.set_function_attribute(fn, _FUNC_MAX_DYNAMIC_SHARED, self.shared_optin, entry)
-            self.driver.set_function_attribute(fn, _FUNC_CARVEOUT, 100, entry)
-            self._functions[key] = fn
-        return fn
+        with self._lock:
+            fn = self._functions.get(key)
+            if fn is None:
+                with self.current():
+                    fn = self.driver.function(self._module(module), entry)
+                    self.driver.set_function_attribute(fn, _FUNC_MAX_DYNAMIC_SHARED, self.shared_optin, entry)
+                    self.driver.set_function_attribute(fn, _FUNC_CARVEOUT, 100, entry)
+                self._functions[key] = fn
+            return fn
 
     def current(self):
         """A context manager making the device's primary context current and
@@ -345,7 +367,7 @@ class Kernels:
             use = self._use[id(rec)]
             with self.current():
                 code = self._queue(self._prepared[id(use)], ptrs, stream)
-                if code in (_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, _CUDA_ERROR_INVALID_CLUSTER_SIZE, _CUDA_ERROR_NOT_SUPPORTED) and use.fallback is not None:
+                if use.fallback is not None and _refused(use, code):
                     use = use.fallback
                     self._use[id(rec)] = use
                     code = self._queue(self._prepared[id(use)], ptrs, stream)
@@ -401,7 +423,9 @@ class Kernels:
 
 
 class _Current:
-    """Makes a context current for a block, then restores the previous."""
+    """Makes a context current for a block, then restores the thread's
+    previous one (with none before, the primary context stays current, as
+    torch leaves it)."""
 
     def __init__(self, driver: Driver, ctx: int):
         self.driver, self.ctx, self.prev = driver, ctx, 0

@@ -5,16 +5,18 @@ Its buffers are named as the checkpoint's tensors (packed, meta, shape,
 bias), so a state dict loads into it as is. What runs, per token count m
 (all tokens of the call):
 
-- m with a launch record in the module's table (decode sizes, m ≤ 64 on
-  the shapes planned): our decode kernel, reading packed + meta, output in
-  the activation dtype with the bias added in the kernel;
+- m = 1 … max_tokens, the token counts from 1 up to the table's first
+  gap in its decode records (m ≤ 64): our decode kernel, reading packed +
+  meta, output in the activation dtype with the bias added in the
+  kernel. Records after a gap are not used: one bound keeps the forward
+  free of a lookup that torch.compile would specialise on;
 - any other m (prefill), by `prefill`:
   - "ours" (the default where the table has prefill records for the
     shape: launch documents planned on an H100 or H200): our prefill
     kernel (wgmma.sp) above 64 tokens, reading the same packed + meta,
     output in the activation dtype with the bias added in the kernel. One
-    weight copy. Token counts up to 64 without a decode record (a policy
-    whose ranges have gaps) take "decode".
+    weight copy. Token counts from max_tokens + 1 up to 64 (above a gap
+    in the decode records) take "decode".
   - "decode" (the default elsewhere): the weight decoded to dense by our
     kernel into a temporary of n·k elements, then torch's dense matmul.
     One weight copy (56% of dense), and prefill a little slower than

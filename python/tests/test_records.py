@@ -29,8 +29,21 @@ class GoldenTest(unittest.TestCase):
                 self.assertEqual(rec.entry, at["launch"]["entry"])
                 self.assertEqual(list(rec.grid), at["launch"]["grid"])
                 self.assertEqual([p.source for p in rec.params][-2:], ["bias", "out"])
-        self.assertIsNone(t.lookup(256, 256, 65))
-        self.assertIsNone(t.lookup(512, 256, 1))
+        absent = max(n for n, _ in want) + 32
+        self.assertIsNone(t.lookup(absent, doc["shapes"][0]["k"], 1), "a shape the document lacks")
+
+    def test_lookup_gap(self):
+        """An m whose record the planner could not make (launch null, with
+        its error) has none; its neighbours keep theirs."""
+        doc = golden_launches()
+        s = doc["shapes"][0]
+        at = s["launches"][3]
+        at["launch"], at["error"] = None, "no kernel plan: a test's gap"
+        t = records.parse(doc)
+        m = at["m"]
+        self.assertIsNone(t.lookup(s["n"], s["k"], m))
+        for near in (s["launches"][2]["m"], s["launches"][4]["m"]):
+            self.assertIsNotNone(t.lookup(s["n"], s["k"], near), near)
 
     def test_workspace_covers_every_record(self):
         t = records.parse(golden_launches())
@@ -233,7 +246,8 @@ class PrefillTest(unittest.TestCase):
             past = t.lookup_prefill(s["n"], s["k"], ranges[-1]["to"] + 12345)
             self.assertEqual(past.entry, ranges[-1]["entry"], "the last range serves every m above it")
             self.assertIsNone(t.lookup_prefill(s["n"], s["k"], 64))
-        self.assertIsNone(t.lookup_prefill(512, 256, 100))
+        absent = max(s["n"] for s in doc["shapes"]) + 32
+        self.assertIsNone(t.lookup_prefill(absent, doc["shapes"][0]["k"], 100), "a shape the document lacks")
 
     def test_refusals(self):
         """Each malformed prefill record is refused with where it is."""
