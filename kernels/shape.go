@@ -5,14 +5,15 @@ import (
 	"math/bits"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 )
 
 // Limits of the kernels' index arithmetic and launch grids.
 const (
-	maxDim   = 1 << 30   // any of m, n, k
-	maxGridY = 65535     // CUDA's grid.y limit: weight-row tiles of 64
-	maxGridX = 1<<31 - 1 // CUDA's grid.x limit
-	tile     = 64        // tokens and weight rows per CTA of the GEMMs
+	maxDim   = launchplan.MaxDim // any of m, n, k
+	maxGridY = 65535             // CUDA's grid.y limit: weight-row tiles of 64
+	maxGridX = 1<<31 - 1         // CUDA's grid.x limit
+	tile     = 64                // tokens and weight rows per CTA of the GEMMs
 )
 
 // checkDims validates m, n, k (each ≥ 1 and ≤ maxDim) for op.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/format"
+	"github.com/sfsurgery/sfsurgery/kernels/launchplan"
 	"github.com/sfsurgery/sfsurgery/llama"
 )
 
@@ -188,7 +189,7 @@ func ArchShapes(a llama.Arch) []Shape {
 }
 
 // MaxDim is the largest N or K a shape may have: the kernels' limit.
-const MaxDim = 1 << 30
+const MaxDim = launchplan.MaxDim
 
 // ParseShapes reads the --shapes flag: comma-separated items, each an
 // architecture name (tinyllama, llama3-8b, llama3-70b: all its projection

@@ -109,10 +109,18 @@ func compareRated(a, b rated) int {
 	return 0
 }
 
+// decodeShape reports whether the decode kernels take m tokens of an
+// n × k weight: 1 ≤ m ≤ MaxTokens, n a multiple of 32 and k of
+// ChunkColumns, each at most MaxDim.
+func decodeShape(m, n, k int) bool {
+	return m >= 1 && m <= MaxTokens && n >= 32 && n%32 == 0 && n <= MaxDim &&
+		k >= ChunkColumns && k%ChunkColumns == 0 && k <= MaxDim
+}
+
 // candidates returns the count plans of least cost under md, in
 // Choose's order (see Choose for the search).
 func (md costModel) candidates(m, n, k int, lim Limits, o Options, count int) ([]Plan, error) {
-	if m < 1 || m > MaxTokens || n < 32 || n%32 != 0 || n > MaxDim || k < ChunkColumns || k%ChunkColumns != 0 || k > MaxDim {
+	if !decodeShape(m, n, k) {
 		return nil, fmt.Errorf("%w: m = %d, n = %d, k = %d (want 1 ≤ m ≤ %d, n and k up to %d, n a multiple of 32, k of %d)",
 			ErrNoPlan, m, n, k, MaxTokens, MaxDim, ChunkColumns)
 	}

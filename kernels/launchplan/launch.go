@@ -136,7 +136,7 @@ func (p Plan) Launch(dt checkpoint.DType, m, n, k int) (Launch, error) {
 	if p.TokenTiles < 1 || p.Warps < 1 || p.WarpsPerRowBlock < 1 || p.Slices < 1 || p.Slices > maxGridY {
 		return Launch{}, fmt.Errorf("%w: not a plan: %+v", ErrNoPlan, p)
 	}
-	if m < 1 || m > MaxTokens || n < 32 || n%32 != 0 || n > MaxDim || k < ChunkColumns || k%ChunkColumns != 0 || k > MaxDim {
+	if !decodeShape(m, n, k) {
 		return Launch{}, fmt.Errorf("%w: m = %d, n = %d, k = %d is not a shape of the decode kernels", ErrNoPlan, m, n, k)
 	}
 	l := p.launch(ty, m, n, k)

@@ -172,20 +172,29 @@ const PrefillRecordsTo = 1 << 17
 
 // PrefillRecords returns ChoosePrefill's launches of an n × k weight of
 // element type dt for every token count from MaxTokens+1 to
-// PrefillRecordsTo, as ranges of the same launch, in order.
+// PrefillRecordsTo, as ranges of the same launch, in order. ChoosePrefill
+// sees m only through ceil(m / Tokens), every Tokens a multiple of
+// prefillBlock, so it is asked once per block of prefillBlock token
+// counts (TestPrefillRecords checks both ends of every range).
 func PrefillRecords(dt checkpoint.DType, n, k int, lim Limits) ([]PrefillRecord, error) {
 	var out []PrefillRecord
-	for m := MaxTokens + 1; m <= PrefillRecordsTo; m++ {
-		p, err := ChoosePrefill(dt, m, n, k, lim)
+	for from := MaxTokens + 1; from <= PrefillRecordsTo; from += prefillBlock {
+		to := min(from+prefillBlock-1, PrefillRecordsTo)
+		p, err := ChoosePrefill(dt, to, n, k, lim)
 		if err != nil {
 			return nil, err
 		}
 		if last := len(out) - 1; last >= 0 && out[last].Entry == p.Entry {
-			out[last].To = m
+			out[last].To = to
 			continue
 		}
-		out = append(out, PrefillRecord{From: m, To: m, Module: ModuleSM90a, Entry: p.Entry, Rows: p.Tile.Rows,
+		out = append(out, PrefillRecord{From: from, To: to, Module: ModuleSM90a, Entry: p.Entry, Rows: p.Tile.Rows,
 			Tokens: p.Tile.Tokens, Block: p.Block, SharedBytes: p.SharedBytes})
 	}
 	return out, nil
 }
+
+// prefillBlock divides every tile's Tokens and MaxTokens: the token
+// counts ChoosePrefill cannot tell apart come in blocks of it
+// (TestPrefillBlock).
+const prefillBlock = 64

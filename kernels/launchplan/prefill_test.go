@@ -175,7 +175,10 @@ func TestPrefillRecords(t *testing.T) {
 				t.Errorf("%dx%d: record %d starts at %d after %d", s.n, s.k, i, r.From, recs[i-1].To)
 			}
 			for _, m := range []int{r.From, r.To} {
-				p, _ := ChoosePrefill(checkpoint.BF16, m, s.n, s.k, h100)
+				p, err := ChoosePrefill(checkpoint.BF16, m, s.n, s.k, h100)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if p.Entry != r.Entry || p.Block != r.Block || p.SharedBytes != r.SharedBytes || r.Module != ModuleSM90a {
 					t.Errorf("%dx%d m=%d: record %+v, plan %+v", s.n, s.k, m, r, p)
 				}
@@ -190,5 +193,39 @@ func TestPrefillRecords(t *testing.T) {
 	}
 	if _, err := PrefillRecords(checkpoint.BF16, 4096, 4096, KnownLimits()["a100"]); err == nil {
 		t.Error("records for an sm_80 device")
+	}
+}
+
+// TestPrefillBlock holds what PrefillRecords' stepping rests on, and its
+// records to the slow reference: ChoosePrefill asked at every token
+// count, on shapes whose tile changes often (small n) and seldom.
+func TestPrefillBlock(t *testing.T) {
+	for _, tile := range PrefillTiles() {
+		if tile.Tokens%prefillBlock != 0 {
+			t.Errorf("tile %s: %d tokens, not a multiple of %d", tile, tile.Tokens, prefillBlock)
+		}
+	}
+	if MaxTokens%prefillBlock != 0 || PrefillRecordsTo%prefillBlock != 0 {
+		t.Errorf("MaxTokens %d or PrefillRecordsTo %d not a multiple of %d", MaxTokens, PrefillRecordsTo, prefillBlock)
+	}
+	h100 := KnownLimits()["h100"]
+	for _, s := range []struct{ n, k int }{{96, 1600}, {1024, 4096}, {14336, 4096}} {
+		recs, err := PrefillRecords(checkpoint.F16, s.n, s.k, h100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		for m := MaxTokens + 1; m <= PrefillRecordsTo; m++ {
+			for i < len(recs) && m > recs[i].To {
+				i++
+			}
+			p, err := ChoosePrefill(checkpoint.F16, m, s.n, s.k, h100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == len(recs) || m < recs[i].From || recs[i].Entry != p.Entry {
+				t.Fatalf("%dx%d m=%d: the planner picks %s, the records do not", s.n, s.k, m, p.Entry)
+			}
+		}
 	}
 }
