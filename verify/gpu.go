@@ -9,6 +9,7 @@ import (
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/format"
+	"github.com/sfsurgery/sfsurgery/internal/half"
 	"github.com/sfsurgery/sfsurgery/kernels"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
@@ -278,26 +279,12 @@ func randomActivations(m, k int, dt checkpoint.DType, seed uint64) ([]byte, []fl
 	raw := make([]byte, m*k*2)
 	vals := make([]float64, m*k)
 	for i := range vals {
-		f := float32(2*rng.Float64() - 1)
-		var h uint16
+		v := 2*rng.Float64() - 1
+		h := half.F16(v)
 		if dt == checkpoint.BF16 {
-			h = uint16(math.Float32bits(f) >> 16)
-		} else {
-			h = halfBits(f)
+			h = half.BF16(float32(v))
 		}
 		binary.LittleEndian.PutUint16(raw[2*i:], h)
 	}
 	return raw, vals, prune24.DecodeFloat64(vals, raw, dt)
-}
-
-// halfBits truncates a float32 in (-1, 1) to IEEE half; exactness does
-// not matter, since the float64 values are decoded from the bits.
-func halfBits(f float32) uint16 {
-	u := math.Float32bits(f)
-	sign := uint16(u>>16) & 0x8000
-	exp := int(u>>23&0xFF) - 127 + 15
-	if exp <= 0 {
-		return sign
-	}
-	return sign | uint16(exp)<<10 | uint16(u>>13&0x3FF)
 }
