@@ -34,13 +34,10 @@ from torch import nn
 
 from . import ops
 from .errors import CheckpointError, RecordError
+from .records import MAX_TOKENS as DECODE_TOKENS
 from .records import Table
 
 PREFILL = ("ours", "decode", "cusparselt")
-
-# The decode kernels' most tokens (launchplan.MaxTokens): the prefill
-# kernel's records start above it.
-DECODE_TOKENS = 64
 
 
 class SparseLinear(nn.Module):

@@ -59,7 +59,9 @@ SIGNATURE = (
 )
 
 _DTYPES = {"BF16": "bf16", "F16": "f16"}
-_MAX_TOKENS = 64
+# launchplan.MaxTokens: the decode kernels' most tokens; the prefill
+# kernel's records start above it.
+MAX_TOKENS = 64
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
@@ -317,7 +319,7 @@ def parse_prefill(raw, n: int, k: int, dtype: str, limits: Optional[Limits], whe
     for i, r in enumerate(raw):
         w = f"{where}[{i}]"
         first, last = _get(r, "from", int, w), _get(r, "to", int, w)
-        want = _MAX_TOKENS + 1 if i == 0 else out[-1].last + 1
+        want = MAX_TOKENS + 1 if i == 0 else out[-1].last + 1
         if first != want or last < first:
             raise RecordError(f"{w}: tokens {first}…{last}, want a range from {want}")
         module = _get(r, "module", str, w)
@@ -368,8 +370,8 @@ def _add(table: Table, n: int, k: int, m: int, rec: Launch, where: str):
 
 def _token(obj, where) -> int:
     m = _get(obj, "m", int, where)
-    if not 1 <= m <= _MAX_TOKENS:
-        raise RecordError(f"{where}.m: {m} is not 1…{_MAX_TOKENS}")
+    if not 1 <= m <= MAX_TOKENS:
+        raise RecordError(f"{where}.m: {m} is not 1…{MAX_TOKENS}")
     return m
 
 
