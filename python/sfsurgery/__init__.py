@@ -11,12 +11,12 @@ with transformers, when transformers is installed. `records` and `layout`
 rest needs torch. docs/serve.md in the repository tells the whole story.
 """
 
-from . import layout, records
-from .errors import CheckpointError, DeviceError, RecordError, SfsurgeryError
+from . import layout, records, text
+from .errors import CheckpointError, DeviceError, InputError, RecordError, SfsurgeryError
 
 __version__ = "0.1.0"
 
-__all__ = ["CheckpointError", "DeviceError", "RecordError", "SfsurgeryError", "layout", "records"]
+__all__ = ["CheckpointError", "DeviceError", "InputError", "RecordError", "SfsurgeryError", "layout", "records", "text"]
 
 try:
     import torch as _torch

@@ -18,3 +18,9 @@ class CheckpointError(SfsurgeryError, ValueError):
 class DeviceError(SfsurgeryError, RuntimeError):
     """No usable GPU: none at all, older than sm_80, a CUDA driver too old
     for the PTX, or a driver call that failed."""
+
+
+class InputError(SfsurgeryError, ValueError):
+    """A command's input that cannot be used: a missing, empty or
+    malformed text, a text too short for what is asked, an argument out
+    of range, a model directory without what the command needs."""
