@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -14,9 +16,9 @@ import (
 
 // planFlags are the flags of plan.
 type planFlags struct {
-	shapes, ms, dtype, limits string
-	gpu                       int
-	fuse, asJSON              bool
+	shapes, ms, dtype, limits, from string
+	gpu                             int
+	fuse, asJSON                    bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -36,7 +38,19 @@ records and plans nothing itself (docs/launch.md).
 
 The plans depend on the GPU: plan reads the limits of the GPU at hand, or
 takes a named GPU's with --limits (h100, h200, a100, l4) on a machine
-without one.`,
+without one.
+
+With --from FILE (a launch document from plan, or a policy from bench
+--policy, typically one that came with a downloaded checkpoint) plan
+prints its own records for the choices FILE makes instead of planning
+every M: each of FILE's records must be, field for field, a launch the
+planner offers on this GPU for its shape and M (a policy may pick any of
+the candidates bench times), and its prefill records must be the
+planner's. A file for another GPU, element type or sfsurgery version, or
+with any other record, is refused in one line naming the file, the
+shape, M and the field, and nothing is printed: the geometry that runs
+is always the planner's. The shapes are the checkpoint's or --shapes',
+and the token counts FILE's.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeCheckpoint,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,6 +63,7 @@ without one.`,
 	fl.StringVar(&f.ms, "m", "1-64", "token counts `M,...` (ranges A-B allowed), each at most 64")
 	fl.StringVar(&f.dtype, "dtype", "bf16", "bf16 or f16")
 	fl.StringVar(&f.limits, "limits", "", "plan for a named `GPU` instead of the one at hand: "+strings.Join(knownGPUs(), ", "))
+	fl.StringVar(&f.from, "from", "", "print the planner's records for the choices of this launch document or policy `FILE`, refusing any record the planner would not make here")
 	fl.IntVar(&f.gpu, "gpu", 0, "CUDA device ordinal")
 	fl.BoolVar(&f.asJSON, "json", false, "print the records as JSON")
 	_ = cmd.RegisterFlagCompletionFunc("dtype", cobra.FixedCompletions([]string{"bf16", "f16"}, cobra.ShellCompDirectiveNoFileComp))
@@ -68,15 +83,24 @@ func knownGPUs() []string {
 
 // runPlan is plan's RunE.
 func runPlan(cmd *cobra.Command, args []string, f planFlags) error {
+	if f.from != "" && cmd.Flags().Changed("m") {
+		return errors.New("--m and --from: the token counts are the records' in --from's file")
+	}
 	shapes, ms, dt, err := parseWorkload(args, f.shapes, f.fuse, f.ms, f.dtype)
 	if err != nil {
 		return err
 	}
-	lim, device, err := planLimits(f)
+	dev, err := planDevice(f)
 	if err != nil {
 		return err
 	}
-	l, err := speed.PlanLaunches(shapes, ms, dt, lim, device)
+	dev.DType = dt
+	var l *speed.Launches
+	if f.from != "" {
+		l, err = replan(f.from, shapes, dev)
+	} else {
+		l, err = speed.PlanLaunches(shapes, ms, dt, dev.Limits, dev.Name)
+	}
 	if errors.Is(err, speed.ErrTokensOver) {
 		return fmt.Errorf("--m: %w", err)
 	}
@@ -90,23 +114,46 @@ func runPlan(cmd *cobra.Command, args []string, f planFlags) error {
 	return l.WriteText(cmd.OutOrStdout())
 }
 
-// planLimits returns the limits plan plans with and what they describe:
-// the named GPU's, or the GPU at hand's.
-func planLimits(f planFlags) (launchplan.Limits, string, error) {
+// planDevice returns the device plan plans for: the named GPU's limits,
+// or the GPU at hand's limits, description and name.
+func planDevice(f planFlags) (speed.Device, error) {
 	if f.limits != "" {
 		lim, ok := launchplan.KnownLimits()[strings.ToLower(f.limits)]
 		if !ok {
-			return lim, "", fmt.Errorf("--limits %q: want one of %s", f.limits, strings.Join(knownGPUs(), ", "))
+			return speed.Device{}, fmt.Errorf("--limits %q: want one of %s", f.limits, strings.Join(knownGPUs(), ", "))
 		}
-		return lim, strings.ToLower(f.limits) + " (named limits)", nil
+		return speed.Device{Limits: lim, Name: strings.ToLower(f.limits) + " (named limits)"}, nil
 	}
 	dev, err := kernels.Open(f.gpu)
 	if err != nil {
 		if errors.Is(err, kernels.ErrUnavailable) {
-			return launchplan.Limits{}, "", fmt.Errorf("plan needs the GPU to plan for, or --limits %s: %w", strings.Join(knownGPUs(), "|"), err)
+			return speed.Device{}, fmt.Errorf("plan needs the GPU to plan for, or --limits %s: %w", strings.Join(knownGPUs(), "|"), err)
 		}
-		return launchplan.Limits{}, "", err
+		return speed.Device{}, err
 	}
 	defer dev.Close()
-	return dev.Limits(), dev.Info().String(), nil
+	return speed.Device{Limits: dev.Limits(), Name: dev.Info().String(), GPU: dev.Info().Name}, nil
+}
+
+// replan reads the launch document or policy at path (at most
+// speed.MaxRecordsFile bytes) and returns the planner's records for its
+// choices (speed.Replan).
+func replan(path string, shapes []speed.Shape, dev speed.Device) (*speed.Launches, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, speed.MaxRecordsFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > speed.MaxRecordsFile {
+		return nil, fmt.Errorf("%s: more than %d bytes: not a launch document or policy", path, speed.MaxRecordsFile)
+	}
+	l, err := speed.Replan(data, path, shapes, dev)
+	if errors.Is(err, speed.ErrNotPlanned) {
+		return nil, fmt.Errorf("%w; plan on this GPU instead (sfsurgery plan without --from)", err)
+	}
+	return l, err
 }

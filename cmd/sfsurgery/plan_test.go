@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,5 +81,63 @@ func TestPlanNeedsGPUOrLimits(t *testing.T) {
 	}
 	if code != exitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "--limits") {
 		t.Errorf("exit %d, stderr %q; want one line naming --limits", code, errs)
+	}
+}
+
+// TestPlanFrom runs plan --from on a document plan wrote: the same
+// records come back; the same document with one record changed is
+// refused in one line naming the file, the shape, m and the field, and
+// prints nothing.
+func TestPlanFrom(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"plan", "--shapes", "llama3-8b", "--fuse", "--limits", "h100", "--json"}
+	code, out, errs := sfs(t, args...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	file := filepath.Join(dir, "launches.json")
+	if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, again, errs := sfs(t, append(args, "--from", file)...)
+	if code != exitOK || again != out {
+		t.Fatalf("plan --from its own output: exit %d, %s; output equal %v", code, errs, again == out)
+	}
+
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	grid := doc["shapes"].([]any)[1].(map[string]any)["launches"].([]any)[6].(map[string]any)["launch"].(map[string]any)["grid"].([]any)
+	grid[0] = grid[0].(float64) * 2
+	b, _ := json.Marshal(doc)
+	tampered := filepath.Join(dir, "tampered.json")
+	if err := os.WriteFile(tampered, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = sfs(t, append(args, "--from", tampered)...)
+	want := tampered + ": shapes[1] (4096x4096) m = 7: "
+	if code != exitError || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, want) ||
+		!strings.Contains(errs, "launch.grid is") || !strings.Contains(errs, "plan on this GPU instead") {
+		t.Errorf("tampered: exit %d, stdout %d bytes, stderr %q; want one line naming %q and the grid", code, len(out), errs, want)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", file, "--m", "1"}, "--m and --from"},
+		{[]string{"--from", filepath.Join(dir, "none.json")}, "none.json"},
+		{[]string{"--from", file, "--dtype", "f16"}, "records for BF16, the weights are F16"},
+		{[]string{"--from", file, "--limits", "a100"}, "planned for h100"},
+	} {
+		a := []string{"plan", "--shapes", "llama3-8b", "--fuse", "--json"}
+		if !slices.Contains(tc.args, "--limits") {
+			a = append(a, "--limits", "h100")
+		}
+		code, _, errs := sfs(t, append(a, tc.args...)...)
+		if code != exitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("plan %v: exit %d, stderr %q; want %q", tc.args, code, errs, tc.want)
+		}
 	}
 }
