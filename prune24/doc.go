@@ -25,8 +25,15 @@
 // [PruneAmpere] and [PruneBitmask] prune and pack in one pass over the
 // unpruned matrix, with the same result as Prune followed by the packing.
 //
+// [PruneMask] keeps what a given mask names instead (the decisions of a
+// calibrated method, in the bitmask layout; [CheckMask] validates one),
+// with the same output and statistics as Prune when the mask is the set
+// Prune keeps; the packers take its output as they take Prune's.
+// [MaskOf] gives the mask a 2:4 matrix shows.
+//
 // [Check] and [CheckRule] verify that data is 2:4 sparse and that it is
-// exactly what [Prune] produces from an original.
+// exactly what [Prune] produces from an original; [CheckMasked] that it
+// is what PruneMask produces from an original and a mask.
 //
 // [DecodeFloat64] and [F16ToFloat64], [BF16ToFloat64], [F32ToFloat64]
 // give the exact values of elements.
