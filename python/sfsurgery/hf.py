@@ -27,31 +27,25 @@ from transformers.utils.quantization_config import QuantizationConfigMixin
 class SfsurgeryConfig(QuantizationConfigMixin):
     """config.json's quantization_config of an ampere output: quant_method
     "sfsurgery", format "ampere", the pruned modules (targets) and those
-    left dense (ignore). Loading options, not saved: launches (a launch
-    document or policy file) and prefill ("ours", "decode" or "cusparselt",
-    SparseLinear), both None unless set in code; $SFSURGERY_LAUNCHES and
-    $SFSURGERY_PREFILL set them for from_pretrained, whose config.json
-    copy of this config wins over one passed to it."""
+    left dense (ignore). It carries no loading options: the checkpoint's
+    config.json comes from wherever the model came from, so where the
+    launch records come from and which prefill path runs are the user's
+    choice alone ($SFSURGERY_LAUNCHES and $SFSURGERY_PREFILL, or
+    sfsurgery.load's arguments); "launches" or "prefill" keys in
+    config.json are ignored (test_gpu_records.QuantizerConfigTest)."""
 
-    def __init__(self, format: str = layout.FORMAT, targets=None, ignore=None, sparsity_structure: str = "2:4",
-                 launches: Optional[str] = None, prefill: Optional[str] = None, **kwargs):
+    # Keys a config.json may hold that must not steer loading.
+    LOADING_OPTIONS = ("launches", "prefill")
+
+    def __init__(self, format: str = layout.FORMAT, targets=None, ignore=None, sparsity_structure: str = "2:4", **kwargs):
         self.quant_method = layout.QUANT_METHOD
         self.format = format
         self.targets = list(targets or [])
         self.ignore = list(ignore or [])
         self.sparsity_structure = sparsity_structure
-        self.launches = launches
-        self.prefill = prefill
         for k, v in kwargs.items():
-            if k != "quant_method":
+            if k != "quant_method" and k not in self.LOADING_OPTIONS:
                 setattr(self, k, v)
-
-    def to_dict(self):
-        """The config as config.json holds it: without the loading options."""
-        d = super().to_dict()
-        d.pop("launches", None)
-        d.pop("prefill", None)
-        return d
 
 
 class SfsurgeryQuantizer(HfQuantizer):
@@ -74,22 +68,25 @@ class SfsurgeryQuantizer(HfQuantizer):
             raise CheckpointError("sfsurgery's projections run on the GPU: a device_map with cpu or disk offload cannot serve them")
 
     def _process_model_before_weight_loading(self, model, checkpoint_files=None, **kwargs):
-        """Replaces the targets' nn.Linears by SparseLinears (serve.replace)."""
+        """Replaces the targets' nn.Linears by SparseLinears (serve.replace),
+        from the checkpoint's tensors as the Go reader reads them."""
         files = list(checkpoint_files or [])
         if not files:
             raise CheckpointError("sfsurgery: transformers passed no checkpoint files")
-        tensors = {}
-        for f in files:
-            tensors.update(layout.read_header(f))
         self._path = os.path.dirname(os.path.abspath(files[0]))
+        tensors = layout.read_tensors(self._path)
+        have = {os.path.basename(t.path) for t in tensors.values()}
+        extra = sorted({os.path.basename(f) for f in files} - have)
+        if extra:
+            raise CheckpointError(f"{self._path}: transformers loads {', '.join(extra)}, which the checkpoint's index does not name")
         mods = layout.sparse_modules(tensors, self.quantization_config.targets)
         serve.replace(model, mods)
         return model
 
     def _process_model_after_weight_loading(self, model, **kwargs):
-        """Stacks and attaches the launch records (serve.finish)."""
-        q = self.quantization_config
-        serve.finish(model, self._path, launches=q.launches, prefill=q.prefill)
+        """Stacks and attaches the launch records (serve.finish), from the
+        source $SFSURGERY_LAUNCHES names (the planner's by default)."""
+        serve.finish(model, self._path)
         return model
 
     def is_serializable(self, *args, **kwargs):

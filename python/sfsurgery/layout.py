@@ -1,21 +1,24 @@
-"""What an `ampere` checkpoint holds, read from its files without torch.
+"""What an `ampere` checkpoint holds, read without torch.
 
 `sfsurgery prune --format ampere` writes, for each pruned projection P,
 the tensors P.packed ([n][k/2], the kept values), P.meta ([n][k/16] int16,
 PyTorch's CUTLASS metadata as stored) and P.shape (int64 [2][1]: n, k),
 keeps P.bias where the model has one, and records `quant_method:
 "sfsurgery"` in config.json's quantization_config. This module reads the
-safetensors headers and the config, and checks that every projection is
-one the decode kernels serve, so that loading fails before any weight is
-read rather than computing garbage.
+config, takes the tensors' names, dtypes and shapes from the Go reader
+(`sfsurgery inspect --json`, whose strict rules refuse every malformed
+safetensors header: one checkpoint reader for the whole project), and
+checks that every projection is one the decode kernels serve, so that
+loading fails before any weight is read rather than computing garbage.
+The values of P.shape are checked once loaded (SparseLinear.check_shape).
 """
 
 import json
 import os
-import struct
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from . import tool
 from .errors import CheckpointError
 
 QUANT_METHOD = "sfsurgery"
@@ -31,19 +34,17 @@ STACKS = (
     ("gate_up", ("gate_proj", "up_proj")),
 )
 
-_MAX_HEADER = 100 << 20
-
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """One tensor of a safetensors file: dtype, shape and byte range."""
+    """One tensor of a checkpoint: name, dtype, shape, the safetensors
+    file holding it, and its size in bytes."""
 
     name: str
     dtype: str
     shape: Tuple[int, ...]
     path: str
-    begin: int  # absolute file offset of the first byte
-    end: int
+    bytes: int
 
 
 @dataclass(frozen=True)
@@ -78,73 +79,34 @@ class Stack:
         return self.parts[0].k
 
 
-def read_header(path: str) -> Dict[str, TensorInfo]:
-    """Reads the tensors of one safetensors file from its header."""
+def inspect(path: str) -> dict:
+    """Returns `sfsurgery inspect PATH --json`: a checkpoint (a directory,
+    an index file, one .safetensors file or a hub id in the local cache)
+    as the Go reader sees it, or CheckpointError with its one-line refusal
+    (a malformed header, a shard the index names that is missing, …)."""
+    out = tool.run(["inspect", path, "--json"], CheckpointError, f"{path}: checkpoints are read by the Go reader (sfsurgery inspect)")
     try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise CheckpointError(f"{path}: shorter than a safetensors header")
-            (size,) = struct.unpack("<Q", head)
-            if size > _MAX_HEADER:
-                raise CheckpointError(f"{path}: header of {size} bytes")
-            raw = f.read(size)
-            f.seek(0, os.SEEK_END)
-            total = f.tell()
-    except OSError as e:
-        raise CheckpointError(f"{path}: {e.strerror or e}") from None
-    if len(raw) != size:
-        raise CheckpointError(f"{path}: header cut short")
-    try:
-        header = json.loads(raw)
-    except ValueError as e:
-        raise CheckpointError(f"{path}: header is not JSON: {e}") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{path}: header is not an object")
-    out = {}
-    for name, v in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (b, e) = v["dtype"], tuple(v["shape"]), v["data_offsets"]
-            ok = isinstance(dtype, str) and all(isinstance(d, int) and d >= 0 for d in shape)
-            ok = ok and isinstance(b, int) and isinstance(e, int) and 0 <= b <= e <= total - 8 - size
-        except (TypeError, KeyError, ValueError):
-            ok = False
-        if not ok:
-            raise CheckpointError(f"{path}: tensor {name!r}: malformed header entry")
-        out[name] = TensorInfo(name, dtype, shape, path, 8 + size + b, 8 + size + e)
-    return out
-
-
-def checkpoint_files(path: str) -> List[str]:
-    """Returns the safetensors files of a checkpoint directory (those its
-    index names, else model.safetensors) or of a single file."""
-    if os.path.isfile(path):
-        return [path]
-    index = os.path.join(path, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        try:
-            with open(index) as f:
-                wm = json.load(f)["weight_map"]
-            files = sorted(set(wm.values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise CheckpointError(f"{index}: not a safetensors index ({e})") from None
-        return [os.path.join(path, f) for f in files]
-    single = os.path.join(path, "model.safetensors")
-    if os.path.isfile(single):
-        return [single]
-    raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json")
+        doc = json.loads(out)
+        shards, tensors = doc["shards"], doc["tensors"]
+        if not isinstance(shards, list) or not isinstance(tensors, list):
+            raise TypeError("shards or tensors is not a list")
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"sfsurgery inspect {path}: output is not an inspect document ({e})") from None
+    return doc
 
 
 def read_tensors(path: str) -> Dict[str, TensorInfo]:
-    """Reads the headers of every safetensors file of a checkpoint."""
+    """Returns every tensor of a checkpoint by name (inspect)."""
+    doc = inspect(path)
+    base = doc.get("path") or path
+    where = base if os.path.isdir(base) else os.path.dirname(base)
     out = {}
-    for f in checkpoint_files(path):
-        for name, t in read_header(f).items():
-            if name in out:
-                raise CheckpointError(f"{f}: tensor {name!r} also in {out[name].path}")
-            out[name] = t
+    for t in doc["tensors"]:
+        try:
+            out[t["name"]] = TensorInfo(t["name"], t["dtype"], tuple(int(d) for d in t["shape"]),
+                                        os.path.join(where, t["shard"]), int(t["bytes"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CheckpointError(f"sfsurgery inspect {path}: a tensor entry is not what inspect writes ({e})") from None
     return out
 
 
@@ -182,15 +144,6 @@ def sparse_config(config: dict, where: str = "config.json") -> dict:
     return q
 
 
-def _read_shape(t: TensorInfo) -> Tuple[int, int]:
-    with open(t.path, "rb") as f:
-        f.seek(t.begin)
-        raw = f.read(16)
-    if len(raw) != 16:
-        raise CheckpointError(f"{t.path}: tensor {t.name!r} cut short")
-    return struct.unpack("<qq", raw)
-
-
 def sparse_modules(tensors: Dict[str, TensorInfo], targets: Sequence[str]) -> List[SparseModule]:
     """Checks the packed, meta and shape tensors of every target module and
     returns them as SparseModules, in the order of targets."""
@@ -205,14 +158,15 @@ def sparse_modules(tensors: Dict[str, TensorInfo], targets: Sequence[str]) -> Li
         p, m, s = parts["packed"], parts["meta"], parts["shape"]
         if s.dtype != "I64" or s.shape != (2, 1):
             raise CheckpointError(f"{s.path}: {s.name}: {s.dtype} {list(s.shape)}, want I64 [2, 1]")
-        n, k = _read_shape(s)
         where = f"{p.path}: {mod}"
         if p.dtype not in KERNEL_DTYPES:
             raise CheckpointError(f"{where}: packed is {p.dtype}; the kernels take BF16 and F16")
+        if len(p.shape) != 2:
+            raise CheckpointError(f"{where}: packed {list(p.shape)}, want [n, k/2]")
+        # The weight is n × k: packed holds k/2 of each row's k values.
+        n, k = p.shape[0], 2 * p.shape[1]
         if n < 32 or n % 32 or k < 64 or k % 64:
             raise CheckpointError(f"{where}: weight {n}x{k}; the kernels need rows % 32 == 0 and columns % 64 == 0")
-        if p.shape != (n, k // 2):
-            raise CheckpointError(f"{where}: packed {list(p.shape)}, want [{n}, {k // 2}] for a {n}x{k} weight")
         if m.dtype != "I16" or m.shape != (n, k // 16):
             raise CheckpointError(f"{where}: meta {m.dtype} {list(m.shape)}, want I16 [{n}, {k // 16}]")
         bias = tensors.get(f"{mod}.bias")

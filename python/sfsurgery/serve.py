@@ -132,11 +132,13 @@ def shapes(model: nn.Module) -> List[Tuple[int, int]]:
 def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill: Optional[str] = None, stack: bool = True) -> records.Table:
     """After the weights load: checks every SparseLinear's shape tensor,
     stacks q, k, v and gate, up in the STACKED_FAMILIES (as `sfsurgery
-    plan --fuse` plans and `bench --fuse` measures), and attaches the launch records (find_table) to
-    every SparseLinear with the prefill path (SparseLinear; default
-    $SFSURGERY_PREFILL, else each module's own default: "ours" where the
-    records have prefill records, "decode" elsewhere). The model must be
-    on the GPU."""
+    plan --fuse` plans and `bench --fuse` measures), and attaches the
+    launch records to every SparseLinear: the Go planner's, for the
+    choices of the source launches names (discover.find_table: "plan",
+    the default, "checkpoint" or a file; default $SFSURGERY_LAUNCHES),
+    with the prefill path (SparseLinear; default $SFSURGERY_PREFILL, else
+    each module's own default: "ours" where the records have prefill
+    records, "decode" elsewhere). The model must be on the GPU."""
     prefill = prefill or os.environ.get(ENV_PREFILL) or None
     linears = sparse_linears(model)
     if not linears:
@@ -162,9 +164,11 @@ def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill:
 def load(path: str, device: Optional[int] = None, launches: Optional[str] = None, prefill: Optional[str] = None, **kwargs):
     """Loads an `sfsurgery prune --format ampere` output as a transformers
     causal LM on the GPU: AutoModelForCausalLM.from_pretrained with
-    sfsurgery's quantizer registered and the device mapped, launches and
-    prefill standing in for $SFSURGERY_LAUNCHES and $SFSURGERY_PREFILL
-    during the call. kwargs go to from_pretrained."""
+    sfsurgery's quantizer registered and the device mapped, launches
+    ("plan", "checkpoint" or a launch file: where the planner's choices
+    come from, discover.find_table) and prefill standing in for
+    $SFSURGERY_LAUNCHES and $SFSURGERY_PREFILL during the call. kwargs go
+    to from_pretrained."""
     from transformers import AutoModelForCausalLM
 
     from . import hf
