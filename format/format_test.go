@@ -3,8 +3,10 @@ package format_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
@@ -87,5 +89,69 @@ func TestFindCompressedMissingCompanion(t *testing.T) {
 	ck := write(t, nil, checkpoint.TensorSpec{Name: "p.packed", DType: checkpoint.BF16, Shape: []int64{32, 32}})
 	if _, err := format.FindCompressed(ck); !errors.Is(err, format.ErrCompressed) {
 		t.Errorf("P.packed without P.meta: %v, want ErrCompressed", err)
+	}
+}
+
+func TestParseMethod(t *testing.T) {
+	for _, s := range []string{"wanda", "ria", "sparsegpt"} {
+		if m, err := format.ParseMethod(s); err != nil || string(m) != s {
+			t.Errorf("ParseMethod(%q) = %q, %v", s, m, err)
+		}
+	}
+	for _, s := range []string{"", "magnitude", "Wanda", "sparse-gpt"} {
+		if _, err := format.ParseMethod(s); err == nil {
+			t.Errorf("ParseMethod(%q) succeeded", s)
+		}
+	}
+}
+
+// TestMethodRule holds the rule text to the method: the magnitude rule's
+// is RuleDescription, every calibrated method's names the method and says
+// whose values are kept.
+func TestMethodRule(t *testing.T) {
+	if format.Method("").Rule() != format.RuleDescription || format.Magnitude.Rule() != format.RuleDescription {
+		t.Error("the magnitude rule's text is not RuleDescription")
+	}
+	for m, values := range map[format.Method]string{format.Wanda: "original's", format.RIA: "original's", format.SparseGPT: "updated values"} {
+		if r := m.Rule(); !strings.HasPrefix(r, string(m)+": ") || !strings.Contains(r, values) || !strings.Contains(r, "decisions") {
+			t.Errorf("%s: rule %q", m, r)
+		}
+	}
+}
+
+// TestManifestMethod holds that a magnitude manifest carries no method
+// field and that shards that disagree on the method are refused.
+func TestManifestMethod(t *testing.T) {
+	plain := checkpoint.TensorSpec{Name: "w", DType: checkpoint.BF16, Shape: []int64{4}}
+	m := &format.Manifest{Tool: "sfsurgery", Version: "v1", Format: format.Dense, Rule: format.RuleDescription, Targets: map[string]string{}}
+	if strings.Contains(m.Encode(), "method") {
+		t.Errorf("a magnitude manifest names a method: %s", m.Encode())
+	}
+	w := *m
+	w.Method, w.Rule = format.Wanda, format.Wanda.Rule()
+	got, err := format.ReadManifest(write(t, map[string]string{format.MetadataKey: w.Encode()}, plain))
+	if err != nil || got.Method != format.Wanda {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	dir := t.TempDir()
+	var shards []checkpoint.Shard
+	for i, man := range []*format.Manifest{m, &w} {
+		p := plain
+		p.Name = fmt.Sprintf("w%d", i)
+		p.Src = zeros(8)
+		shards = append(shards, checkpoint.Shard{Name: fmt.Sprintf("model-0000%d-of-00002.safetensors", i+1),
+			Tensors: []checkpoint.TensorSpec{p}, Metadata: map[string]string{format.MetadataKey: man.Encode()}})
+	}
+	out := filepath.Join(dir, "two")
+	if err := checkpoint.WriteDir(context.Background(), out, &checkpoint.Output{Shards: shards, Index: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoint.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if _, err := format.ReadManifest(ck); err == nil || !strings.Contains(err.Error(), "wanda") {
+		t.Errorf("shards of magnitude and wanda: %v, want an error naming both methods", err)
 	}
 }

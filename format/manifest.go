@@ -29,6 +29,10 @@ type Manifest struct {
 	Version string `json:"version"`
 	Format  Format `json:"format"`
 	Rule    string `json:"rule"`
+	// Method is the calibrated method whose decisions chose the kept
+	// weights (wanda, ria, sparsegpt); empty for the magnitude rule, so
+	// that a magnitude prune's manifest is what it always was.
+	Method Method `json:"method,omitempty"`
 	// Targets maps each pruned weight name (the original P.weight name)
 	// whose output lies in this shard to its sparsity pattern, "2:4" or
 	// "1:2" (F32 in the ampere format, whose hardware form is 1:2).
@@ -48,7 +52,7 @@ func (m *Manifest) Encode() string {
 
 // ReadManifest merges the manifests of all shards of ck. It fails with
 // ErrNoManifest when no shard has one, and when shards disagree on the
-// format or tool version.
+// format, tool version or method.
 func ReadManifest(ck *checkpoint.Checkpoint) (*Manifest, error) {
 	var out *Manifest
 	for _, s := range ck.Shards {
@@ -69,9 +73,9 @@ func ReadManifest(ck *checkpoint.Checkpoint) (*Manifest, error) {
 			}
 			continue
 		}
-		if m.Format != out.Format || m.Version != out.Version {
-			return nil, fmt.Errorf("%s: manifest says format %q version %q, other shards %q %q",
-				s.Path(), m.Format, m.Version, out.Format, out.Version)
+		if m.Format != out.Format || m.Version != out.Version || m.Method != out.Method {
+			return nil, fmt.Errorf("%s: manifest says format %q version %q method %q, other shards %q %q %q",
+				s.Path(), m.Format, m.Version, m.Method.OrMagnitude(), out.Format, out.Version, out.Method.OrMagnitude())
 		}
 		for k, v := range m.Targets {
 			out.Targets[k] = v

@@ -25,6 +25,12 @@ type Report struct {
 	Output  string `json:"output"`
 	Format  Format `json:"format"`
 	Rule    string `json:"rule"`
+	// Method is what decided the weights kept: Magnitude (Rule), or the
+	// calibrated method whose decisions Decisions describes.
+	Method Method `json:"method"`
+	// Decisions describes the calibration's decisions file; nil for the
+	// magnitude rule.
+	Decisions *Decisions `json:"decisions,omitempty"`
 	// Pruned and Skipped count targets.
 	Pruned  int `json:"pruned"`
 	Skipped int `json:"skipped"`
@@ -74,7 +80,52 @@ func ReadReport(ck *checkpoint.Checkpoint) (*Report, error) {
 // TensorReport is the outcome for one target.
 type TensorReport struct {
 	Target
+	// KeptFraction is Σ|w| of the original over the places kept, over
+	// Σ|w| of the original.
 	KeptFraction float64 `json:"kept_magnitude_fraction,omitempty"`
+	// MaskSHA256 is, for a target pruned by a calibration's decisions,
+	// the SHA-256 (hex) of its mask's bytes exactly as in the decisions
+	// file, so that verify can check the mask of the output against the
+	// decisions without the file.
+	MaskSHA256 string `json:"mask_sha256,omitempty"`
+	// ZeroKeptGroups counts the groups where the decisions keep a zero
+	// above a pruned place. An output stores values, not a mask, and the
+	// mask it shows keeps a group's nonzeros and its lowest-index zeros
+	// (prune24.MaskOf), so there it differs from the decisions';
+	// WrittenMaskSHA256 is then the SHA-256 of the mask the output shows.
+	// Both are empty when the output shows the decisions' mask.
+	ZeroKeptGroups    int64  `json:"zero_kept_groups,omitempty"`
+	WrittenMaskSHA256 string `json:"written_mask_sha256,omitempty"`
+}
+
+// Decisions is what the report records of the calibration's decisions
+// file that chose the weights kept (docs/formats.md §7).
+type Decisions struct {
+	// File is the decisions file's absolute path, SHA256 the SHA-256
+	// (hex) of its bytes.
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+	// Model is the model as the calibration was given it, Tool the
+	// calibration's tool and version.
+	Model string `json:"model"`
+	Tool  string `json:"tool"`
+	// Text is the calibration text, Samples × Seqlen the tokens of it
+	// the calibration ran, Seed the seed of their windows, Params the
+	// method's parameters.
+	Text    CalibrationText    `json:"text"`
+	Samples int                `json:"samples"`
+	Seqlen  int                `json:"seqlen"`
+	Seed    int64              `json:"seed"`
+	Params  map[string]float64 `json:"params"`
+}
+
+// CalibrationText identifies the text a calibration read.
+type CalibrationText struct {
+	// File is the text file's name, SHA256 the SHA-256 (hex) of its
+	// bytes, Kind "plain" or "jsonl".
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+	Kind   string `json:"kind"`
 }
 
 // Target is what prune does to one target weight.
