@@ -29,7 +29,7 @@ func Meta(method format.Method) decisions.Meta {
 		params["dampening"], params["block"] = 0.01, 128
 	}
 	return decisions.Meta{Schema: decisions.Schema, Method: method, Model: "testdata/tiny-llama-bf16",
-		Text: format.CalibrationText{File: "calib.txt", SHA256: fmt.Sprintf("%064x", 0xC0FFEE), Kind: "plain"},
+		Text:    format.CalibrationText{File: "calib.txt", SHA256: fmt.Sprintf("%064x", 0xC0FFEE), Kind: "plain"},
 		Samples: 4, Seqlen: 16, Seed: 0, Params: params, Tool: "sfsurgery-python test"}
 }
 
