@@ -274,6 +274,19 @@ def tokenize(tokenizer, s: str) -> List[int]:
     return list(tokenizer(s)["input_ids"])
 
 
+def _load_errors() -> tuple:
+    """The exceptions from_pretrained raises for a checkpoint it cannot
+    read (a missing or malformed file), not for a bug."""
+    errors = (OSError, ValueError, KeyError)
+    try:
+        from safetensors import SafetensorError
+
+        errors += (SafetensorError,)
+    except ImportError:
+        pass
+    return errors
+
+
 def load_model(path: str, ampere: bool):
     """The model in eval mode: an ampere output through the package's
     quantizer on the GPU (serve.load), anything else through
@@ -293,8 +306,8 @@ def load_model(path: str, ampere: bool):
             model = AutoModelForCausalLM.from_pretrained(path, dtype="auto")
     except SfsurgeryError:
         raise
-    except (OSError, ValueError, KeyError) as e:
-        raise CheckpointError(f"{path}: cannot load as a causal LM: {e}") from None
+    except _load_errors() as e:
+        raise CheckpointError(f"{path}: cannot load as a causal LM: {type(e).__name__}: {e}") from None
     return model.eval()
 
 
@@ -341,8 +354,8 @@ def run(args: argparse.Namespace) -> int:
             raise DeviceError(f"{path}: an sfsurgery ampere checkpoint runs on sfsurgery's GPU kernels: {e}") from None
     try:
         tok = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise InputError(f"{path}: cannot load its tokenizer: {e}") from None
+    except Exception as e:  # tokenizers raises plain Exceptions for a malformed file
+        raise InputError(f"{path}: cannot load its tokenizer: {type(e).__name__}: {e}") from None
     ids = tokenize(tok, t.text)
     try:
         starts = text.windows(len(ids), seqlen, args.windows)
