@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/decisions"
 	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
 )
@@ -33,6 +34,12 @@ type Options struct {
 	SkipUnsupported bool
 	// Version is the tool version recorded in the manifest.
 	Version string
+	// Decisions, when set, are a calibration's decisions
+	// (decisions.Open): the targets keep what they name, with the
+	// original's values or, for sparsegpt, the decisions' updated ones,
+	// instead of their largest magnitudes. They must decide every target
+	// that is pruned, and nothing but targets.
+	Decisions *decisions.File
 }
 
 // TensorPlan is what happens to one target.
@@ -40,6 +47,17 @@ type TensorPlan struct {
 	format.Target
 	// Stats is filled in while the output is written.
 	Stats prune24.Stats `json:"-"`
+	// Mask is filled in while the output is written, for a target pruned
+	// by decisions.
+	Mask MaskDigests `json:"-"`
+}
+
+// MaskDigests are the digests of a target's mask, for the report
+// (format.TensorReport): the decisions' mask as in their file, and the
+// mask the output shows where that differs (ZeroKeptGroups > 0).
+type MaskDigests struct {
+	SHA256, WrittenSHA256 string
+	ZeroKeptGroups        int64
 }
 
 // Plan is a planned prune: every target and what happens to it, and the
@@ -60,6 +78,11 @@ type Plan struct {
 	targets []*target
 	// decoders are unpack's sources, which Write gives their chunk size.
 	decoders []*decodeSource
+	// method is what decides the weights kept: Magnitude, or the method
+	// of Options.Decisions (for unpack, the input's).
+	method format.Method
+	// decided holds the weights whose decisions a target claimed.
+	decided map[string]bool
 
 	// NotPruned lists, by name, the projection-like tensors that are not
 	// targets (see ProjectionLike) and are copied unchanged.
@@ -69,6 +92,10 @@ type Plan struct {
 // Single reports whether the input (and so the output) is one
 // .safetensors file rather than a model directory.
 func (p *Plan) Single() bool { return p.single }
+
+// Method returns what decides the weights kept: format.Magnitude, or the
+// method of the decisions.
+func (p *Plan) Method() format.Method { return p.method }
 
 // Pruned returns the number of targets that are pruned.
 func (p *Plan) Pruned() int {
@@ -96,7 +123,11 @@ func NewPlan(ck *checkpoint.Checkpoint, opt Options) (*Plan, error) {
 	if err := checkNotPruned(ck); err != nil {
 		return nil, err
 	}
-	p := &Plan{Input: ck, Options: opt, single: isSingleFile(ck.Path), NotPruned: []format.NotPruned{}}
+	p := &Plan{Input: ck, Options: opt, single: isSingleFile(ck.Path), NotPruned: []format.NotPruned{},
+		method: format.Magnitude, decided: map[string]bool{}}
+	if opt.Decisions != nil {
+		p.method = opt.Decisions.Meta.Method
+	}
 	for _, s := range ck.Shards {
 		shard, err := p.planShard(s)
 		if err != nil {
@@ -107,6 +138,9 @@ func NewPlan(ck *checkpoint.Checkpoint, opt Options) (*Plan, error) {
 	if len(p.Targets) == 0 {
 		return nil, fmt.Errorf("%s: %w %s; the checkpoint holds: %s",
 			ck.Path, ErrNoTargets, opt.Selector, summarizeNames(ck.Names()))
+	}
+	if err := p.checkExtraDecisions(); err != nil {
+		return nil, err
 	}
 	sort.Slice(p.Targets, func(i, j int) bool { return p.Targets[i].Name < p.Targets[j].Name })
 	sort.Slice(p.NotPruned, func(i, j int) bool { return p.NotPruned[i].Name < p.NotPruned[j].Name })
@@ -137,6 +171,9 @@ func (p *Plan) planShard(s *checkpoint.File) (checkpoint.Shard, error) {
 			return out, err
 		}
 		if reason != "" {
+			if err := p.checkSkippedDecision(info); err != nil {
+				return out, err
+			}
 			tp.Skip = reason
 			tp.Outputs = []string{info.Name}
 			out.Tensors = append(out.Tensors, copySpec(s, info))
@@ -205,7 +242,55 @@ func (p *Plan) checkTarget(s *checkpoint.File, info checkpoint.TensorInfo, tp *T
 		}
 		return nil, fmt.Sprintf("shape %v fails the %s format's guard: %v", info.Shape, p.Options.Format, guard), nil
 	}
+	if d := p.Options.Decisions; d != nil {
+		if t.rule != prune24.Rule24 {
+			reason := fmt.Sprintf("F32 in the ampere format is pruned 1:2 (the hardware's form), which the 2:4 decisions of %s cannot express", d.Path())
+			if p.Options.SkipUnsupported {
+				return nil, reason, nil
+			}
+			return nil, "", fmt.Errorf("%s: %w: %s; use --format bitmask or dense (or --skip-unsupported to leave it dense)", where, ErrUnsupported, reason)
+		}
+		x, err := d.Lookup(info)
+		if err != nil {
+			return nil, "", err
+		}
+		t.dec = x
+		p.decided[info.Name] = true
+	}
 	return t, "", nil
+}
+
+// checkSkippedDecision checks the decision for a target left dense,
+// where the decisions hold one: it must fit the target, but is not
+// needed.
+func (p *Plan) checkSkippedDecision(info checkpoint.TensorInfo) error {
+	d := p.Options.Decisions
+	if d == nil || !d.Has(info.Name) {
+		return nil
+	}
+	if _, err := d.Lookup(info); err != nil {
+		return err
+	}
+	p.decided[info.Name] = true
+	return nil
+}
+
+// checkExtraDecisions refuses decisions for a weight that is no target.
+func (p *Plan) checkExtraDecisions() error {
+	d := p.Options.Decisions
+	if d == nil {
+		return nil
+	}
+	return d.Extra(func(w string) string {
+		if p.decided[w] {
+			return ""
+		}
+		if _, _, ok := p.Input.Lookup(w); !ok {
+			return fmt.Sprintf("the model has no tensor %s: the decisions were made for another model", w)
+		}
+		return fmt.Sprintf("%s is not a target of this prune (%s): the decisions must hold those of the targets and no others",
+			w, p.Options.Selector.Why(w))
+	})
 }
 
 // targetSpecs returns the output tensors of one pruned target.
@@ -332,8 +417,13 @@ func (p *Plan) Reshard(maxBytes int64) error {
 	return nil
 }
 
-// manifest returns an empty manifest of this plan's output.
+// manifest returns an empty manifest of this plan's output: the rule of
+// its method, named when it is a calibrated one.
 func (p *Plan) manifest() *format.Manifest {
-	return &format.Manifest{Tool: "sfsurgery", Version: p.Options.Version, Format: p.Options.Format,
-		Rule: format.RuleDescription, Targets: map[string]string{}}
+	m := &format.Manifest{Tool: "sfsurgery", Version: p.Options.Version, Format: p.Options.Format,
+		Rule: p.method.Rule(), Targets: map[string]string{}}
+	if p.method != format.Magnitude {
+		m.Method = p.method
+	}
+	return m
 }

@@ -11,7 +11,12 @@ import (
 // report summarizes the plan after its tensors were written.
 func (p *Plan) report(out string) *format.Report {
 	r := &format.Report{Tool: "sfsurgery", Version: p.Options.Version, Input: absPath(p.Input.Path), Output: absPath(out),
-		Format: p.Options.Format, Rule: format.RuleDescription, Tensors: []format.TensorReport{}, Warnings: p.Warnings()}
+		Format: p.Options.Format, Rule: p.method.Rule(), Method: p.method, Tensors: []format.TensorReport{}, Warnings: p.Warnings()}
+	if d := p.Options.Decisions; d != nil {
+		m := d.Meta
+		r.Decisions = &format.Decisions{File: absPath(d.Path()), Model: m.Model, Tool: m.Tool, Text: m.Text,
+			Samples: m.Samples, Seqlen: m.Seqlen, Seed: m.Seed, Params: m.Params}
+	}
 	var all prune24.Stats
 	for _, t := range p.Targets {
 		tr := format.TensorReport{Target: t.Target}
@@ -21,6 +26,7 @@ func (p *Plan) report(out string) *format.Report {
 			r.Pruned++
 			all.Add(t.Stats)
 			tr.KeptFraction = t.Stats.Fraction()
+			tr.MaskSHA256, tr.WrittenMaskSHA256, tr.ZeroKeptGroups = t.Mask.SHA256, t.Mask.WrittenSHA256, t.Mask.ZeroKeptGroups
 			if r.Worst == nil || tr.KeptFraction < r.Worst.KeptFraction {
 				w := tr
 				r.Worst = &w

@@ -1,12 +1,17 @@
 package surgery
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/decisions"
 	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
 	"golang.org/x/sync/semaphore"
@@ -14,10 +19,12 @@ import (
 
 // Memory. A prune's resident memory must not grow with the model, and
 // stay well under 256 MiB on a machine of many cores: each worker holds
-// one chunk of a weight (and its packed form), and each ampere target in
-// flight its whole metadata, which the layout interleaves across row
-// blocks (1/16 of the weight: 7 MB for a Llama-3-8B MLP weight, 29 MB for
-// a 70B one).
+// one chunk of a weight (and its packed form; with decisions, the same
+// rows of their mask, 1/16 of the chunk for 16-bit weights, and
+// sparsegpt's updated values in a chunk of half the rows), and each
+// ampere target in flight its whole metadata, which the layout
+// interleaves across row blocks (1/16 of the weight: 7 MB for a
+// Llama-3-8B MLP weight, 29 MB for a 70B one).
 const (
 	// chunkBytes is the most of a weight one worker reads at a time:
 	// large enough to amortise the system calls.
@@ -70,6 +77,9 @@ type target struct {
 	align  int
 	format format.Format
 	mem    *budget // set by Plan.Write
+	// dec is the target's decision when decisions choose what it keeps
+	// (Options.Decisions); nil for the magnitude rule.
+	dec *decisions.Decision
 }
 
 // forEachChunk reads the weight chunk by chunk (whole rows, starting at
@@ -79,7 +89,11 @@ type target struct {
 // model's size.
 func (t *target) forEachChunk(fn func(r0, n int, raw []byte) (prune24.Stats, error)) error {
 	rowBytes := t.cols * t.dt.Size()
-	step := max(t.budget().chunk/max(rowBytes, 1)/t.align*t.align, t.align)
+	held := rowBytes // bytes a row of the chunk holds in memory
+	if t.dec != nil && t.dec.Updates() {
+		held *= 2
+	}
+	step := max(t.budget().chunk/max(held, 1)/t.align*t.align, t.align)
 	buf := make([]byte, min(step, t.rows)*rowBytes)
 	base := t.file.DataOffset + t.info.Begin
 	var total prune24.Stats
@@ -93,6 +107,9 @@ func (t *target) forEachChunk(fn func(r0, n int, raw []byte) (prune24.Stats, err
 			return fmt.Errorf("%s: tensor %q: reading rows %d+: %w", t.file.Path(), t.info.Name, r0, err)
 		}
 		st, err := fn(r0, n, raw)
+		if _, ok := errors.AsType[*decisions.Error](err); ok {
+			return err // it names the decisions file and its tensor
+		}
 		if err != nil {
 			return fmt.Errorf("%s: tensor %q: %w", t.file.Path(), t.info.Name, err)
 		}
@@ -107,6 +124,14 @@ type denseSource struct{ t *target }
 
 func (s denseSource) WriteTo(w io.Writer) (int64, error) {
 	var written int64
+	if s.t.dec != nil {
+		err := s.t.forEachDecided(func(_, _ int, pruned []byte) error {
+			n, err := w.Write(pruned)
+			written += int64(n)
+			return err
+		})
+		return written, err
+	}
 	err := s.t.forEachChunk(func(r0, _ int, raw []byte) (prune24.Stats, error) {
 		st, err := prune24.Prune(raw, raw, s.t.dt, s.t.cols, r0, s.t.rule)
 		if err != nil {
@@ -149,36 +174,131 @@ func (t *target) WriteGroup(ws []io.Writer) error {
 		meta = make([]byte, mb)
 	}
 	var vals, idx []byte
-	err := t.forEachChunk(func(r0, n int, raw []byte) (prune24.Stats, error) {
-		var st prune24.Stats
-		var err error
+	// sizes makes vals and idx the sizes of n rows' packed form.
+	sizes := func(n int) {
+		var vb, ib int
 		if meta != nil {
-			vb, ib := prune24.AmpereSizes(t.dt, n, t.cols)
-			vals, idx = grow(vals, vb), grow(idx, ib)
-			st, err = prune24.PruneAmpere(vals, idx, raw, t.dt, n, t.cols, r0, t.rule)
+			vb, ib = prune24.AmpereSizes(t.dt, n, t.cols)
 		} else {
-			vb, ib := prune24.BitmaskSizes(t.dt, n, t.cols)
-			vals, idx = grow(vals, vb), grow(idx, ib)
-			st, err = prune24.PruneBitmask(vals, idx, raw, t.dt, n, t.cols, r0, t.rule)
+			vb, ib = prune24.BitmaskSizes(t.dt, n, t.cols)
 		}
-		if err != nil {
-			return st, err
-		}
+		vals, idx = grow(vals, vb), grow(idx, ib)
+	}
+	// emit writes the packed form of rows r0..r0+n.
+	emit := func(r0, n int) error {
 		if _, err := ws[0].Write(vals); err != nil {
-			return st, err
+			return err
 		}
 		if meta != nil {
 			t.placeMeta(meta, idx, r0, n)
-			return st, nil
+			return nil
 		}
-		_, err = ws[1].Write(idx)
-		return st, err
-	})
+		_, err := ws[1].Write(idx)
+		return err
+	}
+	var err error
+	if t.dec != nil {
+		// The decisions' pruned rows, packed as Prune's are.
+		err = t.forEachDecided(func(r0, n int, pruned []byte) error {
+			sizes(n)
+			var err error
+			if meta != nil {
+				err = prune24.PackAmpere(vals, idx, pruned, t.dt, n, t.cols)
+			} else {
+				err = prune24.PackBitmask(vals, idx, pruned, t.dt, n, t.cols)
+			}
+			if err != nil {
+				return prune24.OffsetRows(err, r0)
+			}
+			return emit(r0, n)
+		})
+	} else {
+		err = t.forEachChunk(func(r0, n int, raw []byte) (prune24.Stats, error) {
+			sizes(n)
+			var st prune24.Stats
+			var err error
+			if meta != nil {
+				st, err = prune24.PruneAmpere(vals, idx, raw, t.dt, n, t.cols, r0, t.rule)
+			} else {
+				st, err = prune24.PruneBitmask(vals, idx, raw, t.dt, n, t.cols, r0, t.rule)
+			}
+			if err != nil {
+				return st, err
+			}
+			return st, emit(r0, n)
+		})
+	}
 	if err != nil || meta == nil {
 		return err
 	}
 	_, err = ws[1].Write(meta)
 	return err
+}
+
+// forEachDecided reads the weight chunk by chunk as forEachChunk does,
+// prunes each chunk as the target's decision says and hands the pruned
+// rows to fn: the original's values at the places the mask keeps, or
+// sparsegpt's updated ones, +0.0 elsewhere (prune24.PruneMask). The
+// decision's mask and values are read and validated with the chunk, a
+// refusal being the decision's *decisions.Error. The statistics are the
+// original's magnitudes at the kept places; the mask digests go to the
+// target's plan.
+func (t *target) forEachDecided(fn func(r0, n int, pruned []byte) error) error {
+	x := t.dec
+	mb := x.MaskRowBytes()
+	var mask, shown, update []byte
+	maskSum, shownSum := sha256.New(), sha256.New()
+	var zeroKept int64
+	err := t.forEachChunk(func(r0, n int, raw []byte) (prune24.Stats, error) {
+		mask, shown = grow(mask, n*mb), grow(shown, n*mb)
+		if err := x.ReadMask(mask, r0, n); err != nil {
+			return prune24.Stats{}, err
+		}
+		st, err := prune24.PruneMask(raw, raw, mask, t.dt, t.cols, r0)
+		if err != nil {
+			return st, err
+		}
+		pruned := raw
+		if x.Updates() {
+			update = grow(update, len(raw))
+			if err := x.ReadUpdate(update, mask, r0, n); err != nil {
+				return st, err
+			}
+			if _, err := prune24.PruneMask(update, update, mask, t.dt, t.cols, r0); err != nil {
+				return st, err
+			}
+			pruned = update
+		}
+		if err := prune24.MaskOf(shown, pruned, t.dt, t.cols); err != nil {
+			return st, prune24.OffsetRows(err, r0)
+		}
+		maskSum.Write(mask)
+		shownSum.Write(shown)
+		if !bytes.Equal(mask, shown) {
+			zeroKept += differingGroups(mask, shown)
+		}
+		return st, fn(r0, n, pruned)
+	})
+	if err != nil {
+		return err
+	}
+	t.plan.Mask = MaskDigests{SHA256: hex.EncodeToString(maskSum.Sum(nil))}
+	if zeroKept > 0 {
+		t.plan.Mask.WrittenSHA256, t.plan.Mask.ZeroKeptGroups = hex.EncodeToString(shownSum.Sum(nil)), zeroKept
+	}
+	return nil
+}
+
+// differingGroups counts the groups (mask nibbles) in which the masks a
+// and b, of one length, differ.
+func differingGroups(a, b []byte) int64 {
+	var n int64
+	for i := range a {
+		if d := a[i] ^ b[i]; d != 0 {
+			n += int64(min(d&0x0F, 1) + min(d&0xF0, 1))
+		}
+	}
+	return n
 }
 
 // placeMeta copies the metadata of a chunk of whole row blocks (rows

@@ -32,7 +32,12 @@ func NewUnpackPlan(ck *checkpoint.Checkpoint, version string) (*Plan, error) {
 		byShard[c.File] = append(byShard[c.File], c)
 	}
 	p := &Plan{Input: ck, Options: Options{Format: format.Dense, Version: version}, single: isSingleFile(ck.Path),
-		noReport: true}
+		noReport: true, method: format.Magnitude}
+	if man != nil {
+		// The weights are what the input's method decided: the output's
+		// manifest says so, as prune --format dense's would.
+		p.method = man.Method.OrMagnitude()
+	}
 	for _, s := range ck.Shards {
 		shard := checkpoint.Shard{Name: filepath.Base(s.Path()), Metadata: map[string]string{}}
 		skip := map[string]bool{}

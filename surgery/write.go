@@ -40,6 +40,10 @@ func (p *Plan) OutputSize() (int64, error) {
 // Weight files the input's index does not name are carried over
 // unchanged, not pruned, and listed in the report's warnings (see
 // [Plan.Warnings]).
+//
+// With decisions, the report records the decisions file's SHA-256, read
+// while the tensors are written; the write waits for it before the
+// output appears.
 func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOptions) (*format.Report, error) {
 	opt.Protect = append(append([]string(nil), opt.Protect...), p.protect()...)
 	opt.Replaceable = append(append([]string(nil), opt.Replaceable...), format.ReportName)
@@ -54,6 +58,23 @@ func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOption
 	for _, d := range p.decoders {
 		d.chunk = mem.chunk
 	}
+	decisionsSum := func() (string, error) { return "", nil }
+	if d := p.Options.Decisions; d != nil && !p.noReport {
+		hctx, cancel := context.WithCancel(ctx)
+		sum := make(chan digestResult, 1)
+		go func() {
+			s, err := d.SHA256(hctx)
+			sum <- digestResult{s, err}
+		}()
+		decisionsSum = sync.OnceValues(func() (string, error) {
+			r := <-sum
+			return r.sum, r.err
+		})
+		defer func() {
+			cancel()
+			_, _ = decisionsSum() // the goroutine has ended
+		}()
+	}
 	var report *format.Report
 	var files []checkpoint.ExtraFile
 	if !p.noReport {
@@ -64,8 +85,15 @@ func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOption
 			name = filepath.Base(format.ReportPath(out, true))
 		}
 		files = append(files, checkpoint.ExtraFile{Name: name, Make: func() ([]byte, error) {
+			sum, err := decisionsSum()
+			if err != nil {
+				return nil, err
+			}
 			report = p.report(out)
 			report.SHA256 = digests.all()
+			if report.Decisions != nil {
+				report.Decisions.SHA256 = sum
+			}
 			b, err := json.MarshalIndent(report, "", "  ")
 			return append(b, '\n'), err
 		}})
@@ -99,6 +127,12 @@ func (p *Plan) Write(ctx context.Context, out string, opt checkpoint.WriteOption
 	return report, err
 }
 
+// digestResult is a digest computed aside, or why it could not be.
+type digestResult struct {
+	sum string
+	err error
+}
+
 // digestSet collects the SHA-256 of every tensor written, from several
 // goroutines.
 type digestSet struct {
@@ -128,6 +162,9 @@ func (p *Plan) protect() []string {
 	}
 	for _, s := range p.Input.Shards {
 		paths = append(paths, s.Path())
+	}
+	if d := p.Options.Decisions; d != nil {
+		paths = append(paths, d.Path())
 	}
 	return paths
 }

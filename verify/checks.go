@@ -27,10 +27,10 @@ const (
 
 // checkCompressed runs checks 1–4 on one compressed weight. It returns
 // an error only when ctx is done; failed checks are in the Result.
-func checkCompressed(ctx context.Context, c *format.Compressed, rule prune24.Rule, ours bool, opt Options, num numeric) (Result, error) {
+func checkCompressed(ctx context.Context, c *format.Compressed, ch choice, ours bool, opt Options, num numeric) (Result, error) {
 	res := Result{Tensor: c.Name, Format: string(c.Format)}
 	var orig []byte
-	if opt.Original != nil {
+	if opt.Original != nil && ch.checksRule() {
 		o, err := originalWeight(opt.Original, c.Name, string(c.Values.DType), c.Rows, c.Cols)
 		if err != nil {
 			res.add(CheckRule, err)
@@ -39,7 +39,7 @@ func checkCompressed(ctx context.Context, c *format.Compressed, rule prune24.Rul
 		}
 		orig = o
 	}
-	w, err := walkCompressed(ctx, c, rule, ours, orig, opt.Progress)
+	w, err := walkCompressed(ctx, c, ch, ours, orig, opt.Progress)
 	if err != nil {
 		return res, err
 	}
@@ -48,6 +48,7 @@ func checkCompressed(ctx context.Context, c *format.Compressed, rule prune24.Rul
 	if orig != nil {
 		res.add(CheckRule, w.ruleErr)
 	}
+	res.addMask(ch, &w.mask, w.structErr)
 	if note := w.nonFinite.note(); note != "" {
 		res.Notes = append(res.Notes, note)
 	}
@@ -85,13 +86,14 @@ func detailSuffix(err error) string {
 type walk struct {
 	structErr, roundErr, ruleErr error
 	nonFinite                    weightScan
+	mask                         maskWalk
 }
 
 // walkCompressed decodes c chunk by chunk and runs the structure,
-// round-trip and (with orig) rule checks, and records the non-finite
-// weights. It returns an error only when ctx is done, checked between
-// chunks.
-func walkCompressed(ctx context.Context, c *format.Compressed, rule prune24.Rule, ours bool, orig []byte, progress func(int64)) (*walk, error) {
+// round-trip and (with orig) rule checks, hashes the mask of decided
+// weights, and records the non-finite weights. It returns an error only
+// when ctx is done, checked between chunks.
+func walkCompressed(ctx context.Context, c *format.Compressed, ch choice, ours bool, orig []byte, progress func(int64)) (*walk, error) {
 	rowBytes := c.Cols * c.DType.Size()
 	a := c.RowAlign()
 	step := max(chunkBytes/rowBytes/a*a, a)
@@ -114,23 +116,44 @@ func walkCompressed(ctx context.Context, c *format.Compressed, rule prune24.Rule
 		}
 		w.nonFinite.scan(d, c.DType, c.Cols, r0)
 		if w.structErr == nil {
-			if err := prune24.Check(d, c.DType, c.Cols, rule); err != nil {
+			if err := prune24.Check(d, c.DType, c.Cols, ch.rule); err != nil {
 				w.structErr = prune24.OffsetRows(err, r0)
 			}
+		}
+		var mask []byte
+		if ch.decided() {
+			mask = w.mask.add(d, c.DType, c.Cols, r0)
 		}
 		if w.roundErr == nil && (c.Format == format.Ampere || ours) {
 			w.roundErr = reencode(c, d, r0, n, values[r0*vRow:(r0+n)*vRow], scratch, index[r0*iRow:(r0+n)*iRow], &v2, &i2)
 		}
 		if orig != nil && w.ruleErr == nil {
-			if err := prune24.CheckRule(d, orig[r0*rowBytes:(r0+n)*rowBytes], c.DType, c.Cols, rule); err != nil {
-				w.ruleErr = prune24.OffsetRows(err, r0)
-			}
+			w.ruleErr = ch.ruleAgainst(d, orig[r0*rowBytes:(r0+n)*rowBytes], mask, c.DType, c.Cols, r0)
 		}
 		if progress != nil {
 			progress(int64(n * rowBytes))
 		}
 	}
 	return w, nil
+}
+
+// addMask adds, for a decided weight whose decisions the prune report
+// records, the mask check's outcome, and its note where there is one.
+// structErr, the structure check's, explains a mask that cannot be
+// shown.
+func (r *Result) addMask(ch choice, m *maskWalk, structErr error) {
+	if !ch.checksMask() {
+		return
+	}
+	if structErr != nil {
+		r.add(CheckMask, fmt.Errorf("not run: the weight is not 2:4"))
+		return
+	}
+	note, err := m.verdict(ch.record)
+	r.add(CheckMask, err)
+	if note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 }
 
 // reencode packs the decoded rows again and compares with the stored
@@ -165,7 +188,7 @@ func reencode(c *format.Compressed, dense []byte, r0, n int, values, ampMeta, bi
 // checkDense runs checks 1 and 3 on a target of the dense format, in
 // chunks of rows. It returns an error only when ctx is done, checked
 // between chunks.
-func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rule prune24.Rule, opt Options) (Result, error) {
+func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, ch choice, opt Options) (Result, error) {
 	res := Result{Tensor: name, Format: string(format.Dense)}
 	f, info, ok := ck.Lookup(name)
 	if !ok {
@@ -182,7 +205,7 @@ func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rul
 	rows, cols := int(info.Shape[0]), int(info.Shape[1])
 	var orig []byte
 	var origErr error
-	if opt.Original != nil {
+	if opt.Original != nil && ch.checksRule() {
 		orig, origErr = originalWeight(opt.Original, name, string(info.DType), rows, cols)
 	}
 	rowBytes := cols * dt.Size()
@@ -195,6 +218,7 @@ func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rul
 	step := max(chunkBytes/max(rowBytes, 1), 1)
 	var structErr, ruleErr error
 	var scan weightScan
+	var masks maskWalk
 	for r0 := 0; r0 < rows; r0 += step {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -203,14 +227,16 @@ func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rul
 		d := data[r0*rowBytes : (r0+n)*rowBytes]
 		scan.scan(d, dt, cols, r0)
 		if structErr == nil {
-			if err := prune24.Check(d, dt, cols, rule); err != nil {
+			if err := prune24.Check(d, dt, cols, ch.rule); err != nil {
 				structErr = prune24.OffsetRows(err, r0)
 			}
 		}
+		var mask []byte
+		if ch.decided() {
+			mask = masks.add(d, dt, cols, r0)
+		}
 		if orig != nil && ruleErr == nil {
-			if err := prune24.CheckRule(d, orig[r0*rowBytes:(r0+n)*rowBytes], dt, cols, rule); err != nil {
-				ruleErr = prune24.OffsetRows(err, r0)
-			}
+			ruleErr = ch.ruleAgainst(d, orig[r0*rowBytes:(r0+n)*rowBytes], mask, dt, cols, r0)
 		}
 		f.Release(d)
 		if opt.Progress != nil {
@@ -218,12 +244,13 @@ func checkDense(ctx context.Context, ck *checkpoint.Checkpoint, name string, rul
 		}
 	}
 	res.add(CheckStructure, structErr)
-	if opt.Original != nil {
+	if opt.Original != nil && ch.checksRule() {
 		if origErr != nil {
 			ruleErr = origErr
 		}
 		res.add(CheckRule, ruleErr)
 	}
+	res.addMask(ch, &masks, structErr)
 	if note := scan.note(); note != "" {
 		res.Notes = append(res.Notes, note)
 	}

@@ -54,7 +54,7 @@ func TestCancelledPasses(t *testing.T) {
 	if _, err := hashTensor(ctx, f, f.Tensors[0], func(int64) { progressed = true }); !errors.Is(err, context.Canceled) || progressed {
 		t.Errorf("hashTensor: %v (progress %v), want context.Canceled and no progress", err, progressed)
 	}
-	if _, err := walkCompressed(ctx, comps[0], prune24.Rule24, true, nil, nil); !errors.Is(err, context.Canceled) {
+	if _, err := walkCompressed(ctx, comps[0], choice{method: format.Magnitude, rule: prune24.Rule24}, true, nil, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("walkCompressed: %v, want context.Canceled", err)
 	}
 	if _, err := firstDiffChunked(ctx, []byte{1}, []byte{2}); !errors.Is(err, context.Canceled) {

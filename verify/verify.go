@@ -151,9 +151,10 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 	var total int64
 	for _, c := range comps {
 		targets[c.Name] = true
-		rule := ruleOf(man, c.Name)
+		ch := choiceOf(man, pruneReport, c.Name)
+		cov.count(ch)
 		ours := man != nil
-		jobs = append(jobs, func(ctx context.Context) (Result, error) { return checkCompressed(ctx, c, rule, ours, opt, num) })
+		jobs = append(jobs, func(ctx context.Context) (Result, error) { return checkCompressed(ctx, c, ch, ours, opt, num) })
 		total += int64(c.Rows) * int64(c.Cols) * int64(c.DType.Size())
 		cov.compressed++
 		if c.Format == format.Bitmask && !ours {
@@ -166,7 +167,9 @@ func Run(ctx context.Context, ck *checkpoint.Checkpoint, opt Options) (*Report, 
 	if man != nil && man.Format == format.Dense {
 		for _, name := range man.TargetNames() {
 			targets[name] = true
-			jobs = append(jobs, func(ctx context.Context) (Result, error) { return checkDense(ctx, ck, name, ruleOf(man, name), opt) })
+			ch := choiceOf(man, pruneReport, name)
+			cov.count(ch)
+			jobs = append(jobs, func(ctx context.Context) (Result, error) { return checkDense(ctx, ck, name, ch, opt) })
 			if _, info, ok := ck.Lookup(name); ok {
 				total += info.Size()
 			}
