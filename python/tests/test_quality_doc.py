@@ -1,0 +1,178 @@
+"""The quality document (bench/quality/render.py) from run.py's JSON: a
+synthetic result's figures appear exactly, the committed document is the
+rendering of the committed JSON, and run.py's standard-library helpers
+(CPU only)."""
+
+import copy
+import json
+import os
+import re
+import sys
+import tempfile
+import unittest
+
+from fixtures import REPO
+
+sys.path.insert(0, os.path.join(REPO, "bench", "quality"))
+import render  # noqa: E402
+import run  # noqa: E402
+
+DOC = os.path.join(REPO, "docs", "quality-h200.json")
+
+
+def ppl_result(p, windows=1150, seqlen=1024, tps=912345.6, seconds=1.29, batch=16, fmt="dense"):
+    import math
+
+    return dict(schema="sfsurgery-perplexity/1", model="$WORK/x", format=fmt, text={"file": "heldout.txt", "sha256": "ab" * 32,
+                "kind": "plain"}, text_tokens=1187654, seqlen=seqlen, windows=windows, batch=batch, tokens=windows * seqlen,
+                predicted=windows * (seqlen - 1), nll=math.log(p), perplexity=p, seconds=seconds, tokens_per_s=tps,
+                dtype="bfloat16", device="NVIDIA H200", command="python3 -m sfsurgery perplexity ...")
+
+
+def synthetic():
+    prompts = [dict(offset=1234 * (i + 1), prompt=f"def f{i}(x):\n", dense_tokens=list(range(32)), dense_text=f"    return {i}\n")
+               for i in range(3)]
+    greedy = [dict(dense_pruned_tokens=[], dense_pruned_text="    return y\n", ampere_tokens=[], ampere_text="    return y\n",
+                   pruned_vs_dense=dict(same=7, first_divergence=3), ampere_vs_pruned=dict(same=32, first_divergence=None, gap=None)),
+              dict(dense_pruned_tokens=[], dense_pruned_text="  pass", ampere_tokens=[], ampere_text="  pass ```",
+                   pruned_vs_dense=dict(same=32, first_divergence=None), ampere_vs_pruned=dict(same=30, first_divergence=29, gap=0.0123)),
+              dict(dense_pruned_tokens=[], dense_pruned_text="x", ampere_tokens=[], ampere_text="x",
+                   pruned_vs_dense=dict(same=0, first_divergence=0), ampere_vs_pruned=dict(same=32, first_divergence=None, gap=None))]
+    row = dict(method="magnitude", seed=None, calibration=None, kept_magnitude_fraction=0.81234, kept_magnitude_fraction_ampere=0.81234,
+               dense_pruned=ppl_result(7.0464), ampere=ppl_result(7.0463, tps=987654.3, seconds=1.19, fmt="ampere"),
+               served_vs_dense_pruned=(7.0463 - 7.0464) / 7.0464, greedy=greedy)
+    model = dict(recipe=dict(name="full", hidden=768, intermediate=2048, layers=12, heads=12, kv_heads=4, max_positions=1024,
+                             seqlen=1024, batch=64, betas=[0.9, 0.95], weight_decay=0.1, peak_lr=0.002, warmup=100,
+                             final_lr_fraction=0.1),
+                 seed=0, parameters=88099584, corpus=dict(bytes=300123456, files=31234, train_files=29672, heldout_files=1562,
+                                                          train_tokens=88123456),
+                 tokenizer=dict(vocab=8192, files=4000), steps=928, tokens_trained=60817408, epochs=0.6901, train_seconds=180.4,
+                 final_loss=1.81234, seconds=dict(total=271.2), gpu="NVIDIA H200")
+    return dict(schema=run.SCHEMA, command="SFSURGERY_BIN=... PYTHONPATH=python python3 bench/quality/run.py -o docs/quality-h200.json --work /tmp/q",
+                seconds=399.7, env=dict(gpu="NVIDIA H200", driver="580.1", cuda="13.0", torch="2.11.0", transformers="5.17.0",
+                                        tokenizers="0.23.2", python="3.12.3", sfsurgery="sfsurgery version 0.9"),
+                seed=0, model=model, seqlen=1024, windows_asked=0,
+                dense=dict(heldout=ppl_result(6.31), train=ppl_result(6.09, windows=1100)), rows=[row],
+                greedy=dict(prompt_tokens=64, new_tokens=32, prompts=prompts),
+                commands=["$SFSURGERY_BIN prune $WORK/testmodel/model -o $WORK/magnitude-dense --format dense --quiet"])
+
+
+def throughput():
+    return dict(shape="llama3-8b", layers=None, windows=128, seqlen=2048, batch=8, tokens=262144,
+                dense=dict(eval_s=2.5, bare_s=2.47, eval_tokens_per_s=104857.6, bare_tokens_per_s=106131.2),
+                ampere=dict(eval_s=2.0, bare_s=1.98, eval_tokens_per_s=131072.0, bare_tokens_per_s=132395.96),
+                served_vs_dense=1.25, dense_eval_vs_bare=1.01214, ampere_eval_vs_bare=1.0101,
+                commands=["$SFSURGERY_BIN synth --shape llama3-8b -o $DIR/dense"],
+                command="SFSURGERY_BIN=... PYTHONPATH=python python3 bench/quality/throughput.py --model /tmp/q/testmodel --into docs/quality-h200.json")
+
+
+class RenderTest(unittest.TestCase):
+    def assertFigure(self, figure, doc):
+        """figure stands in doc whole, not inside a longer number."""
+        if not re.search(r"(?<![\d.])" + re.escape(figure) + r"(?![\d])", doc):
+            self.fail(f"{figure!r} not in the document")
+
+    def test_figures(self):
+        md = render.render(synthetic(), "docs/quality-h200.json")
+        for fig in ["6.3100", "6.0900", "7.0464", "7.0463", "-0.0014%", "+11.7%", "+3.6%", "0.8123", "88.1M", "8,192",
+                    "300.1 MB", "31,234", "1,562", "928", "60.8M", "0.69", "180 s", "1.8123", "1,150", "1,187,654",
+                    "912,346", "987,654", "1.29", "1.19", "16", "0.1%", "10%"]:
+            self.assertFigure(fig, md)
+        self.assertIn("# What 2:4 pruning costs: the test model on an NVIDIA H200", md)
+        self.assertIn("| dense | 6.3100 |  |  |  |", md)
+        self.assertIn("| magnitude 2:4, dense-pruned (transformers) | 7.0464 | +11.7% |  | 0.8123 |", md)
+        self.assertIn("| magnitude 2:4, ampere (sfsurgery's kernels) | 7.0463 | +11.7% | -0.0014% | 0.8123 |", md)
+        self.assertIn("| 1 (token 1,234) | 7 of 32 | 3 | 32 of 32 | none |", md)
+        self.assertIn("| 2 (token 2,468) | 32 of 32 | none | 30 of 32 | 29 (gap 0.0123) |", md)
+        self.assertIn("| 3 (token 3,702) | 0 of 32 | 0 | 32 of 32 | none |", md)
+        self.assertIn("prompt 1:      'def f0(x):\\n'", md)
+        self.assertIn("ampere:        '  pass ```'", md, "a continuation stays inside its code block")
+        self.assertIn("python3 bench/quality/render.py docs/quality-h200.json > docs/quality-h200.md", md)
+        self.assertIn("$SFSURGERY_BIN prune $WORK/testmodel/model -o $WORK/magnitude-dense --format dense --quiet", md)
+        self.assertIn("| transformers | 5.17.0 |", md)
+        self.assertNotIn("Llama-3-8B", md, "no throughput section without throughput figures")
+        self.assertNotIn("either way", md, "one row")
+        self.assertEqual(md.count("```"), 6 + 1, "three code blocks, and the fence inside a quoted continuation")
+
+    def test_throughput(self):
+        doc = synthetic()
+        doc["throughput"] = throughput()
+        md = render.render(doc, "docs/quality-h200.json")
+        for fig in ["1.25x", "1.012", "1.010", "104,858", "106,131", "131,072", "132,396", "128", "2048"]:
+            self.assertFigure(fig, md)
+        self.assertIn("| evaluation time / bare loop time | 1.012 | 1.010 |", md)
+        self.assertIn("throughput.py --model /tmp/q/testmodel --into docs/quality-h200.json", md)
+        self.assertIn("$SFSURGERY_BIN synth --shape llama3-8b -o $DIR/dense", md)
+        self.assertIn("On a Llama-3-8B-shaped checkpoint the served 2:4 model evaluates at 1.25x", md)
+
+    def test_calibrated_rows(self):
+        doc = synthetic()
+        r = copy.deepcopy(doc["rows"][0])
+        r.update(method="wanda", seed=3, calibration=dict(seconds=12.34, peak_gpu_bytes=3 * 2**30), served_vs_dense_pruned=2e-4)
+        r["dense_pruned"] = ppl_result(6.95)
+        doc["rows"].append(r)
+        md = render.render(doc)
+        self.assertIn("| wanda 2:4 (seed 3), dense-pruned (transformers) | 6.9500 | +10.1% |  | 0.8123 |", md)
+        self.assertIn("| wanda | 3 | 12.3 | 3.00 GiB |", md)
+        self.assertIn("### wanda 2:4 (seed 3)", md)
+        self.assertIn("over all rows at most 0.0200% either way", md)
+        self.assertIn("calibration 3", md)
+
+    def test_pct(self):
+        for x, want in [(-1.4191e-5, "-0.0014%"), (0.0, "+0.0000%"), (0.0099, "+0.9900%"), (0.01, "+1.0%"), (0.1167, "+11.7%"),
+                        (-0.5, "-50.0%")]:
+            self.assertEqual(render.pct(x), want)
+
+    def test_main(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "q.json")
+            with open(p, "w") as f:
+                json.dump(synthetic(), f)
+            import contextlib
+            import io
+
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(render.main([p]), 0)
+            self.assertEqual(out.getvalue(), render.render(synthetic(), p))
+
+    @unittest.skipUnless(os.path.exists(DOC), "no committed quality result")
+    def test_committed_document(self):
+        with open(DOC) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["schema"], run.SCHEMA)
+        with open(os.path.splitext(DOC)[0] + ".md") as f:
+            self.assertEqual(f.read(), render.render(doc, "docs/quality-h200.json"),
+                             "docs/quality-h200.md is not render.py's rendering of docs/quality-h200.json")
+
+
+class RunHelpersTest(unittest.TestCase):
+    def test_compare(self):
+        for a, b, want in [
+            ([1, 2, 3], [1, 2, 3], dict(same=3, first_divergence=None)),
+            ([1, 2, 3], [1, 5, 3], dict(same=2, first_divergence=1)),
+            ([9, 2, 3], [1, 2, 3], dict(same=2, first_divergence=0)),
+            ([1, 2], [1, 2, 3], dict(same=2, first_divergence=2)),
+            ([], [], dict(same=0, first_divergence=None)),
+        ]:
+            self.assertEqual(run.compare(a, b), want, (a, b))
+
+    def test_kept_fraction(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "sfsurgery.json"), "w") as f:
+                json.dump({"format": "dense", "kept_magnitude_fraction": 0.8125, "tensors": []}, f)
+            self.assertEqual(run.kept_fraction(d), 0.8125)
+            with open(os.path.join(d, "sfsurgery.json"), "w") as f:
+                json.dump({"format": "dense"}, f)
+            with self.assertRaisesRegex(run.Failure, "no kept_magnitude_fraction"):
+                run.kept_fraction(d)
+            with self.assertRaisesRegex(run.Failure, "sfsurgery.json: no kept_magnitude_fraction"):
+                run.kept_fraction(os.path.join(d, "nope"))
+
+    def test_row_name(self):
+        self.assertEqual((run.row_name("magnitude", None), run.row_name("wanda", 2)), ("magnitude", "wanda-seed2"))
+        self.assertAlmostEqual(run.rel_diff(7.0463, 7.0464), -1.4191e-5, places=8)
+
+
+if __name__ == "__main__":
+    unittest.main()
