@@ -230,14 +230,18 @@ def summary(r: Mapping[str, Any]) -> str:
 def nll_sum(logits, ids, chunk_rows: int, out) -> None:
     """Adds to out (a float64 scalar tensor) the negative log-likelihood
     of every window's tokens after the first: logits [b, s, vocab] of the
-    windows ids [b, s], scored in float32 chunk_rows positions at a time."""
-    import torch.nn.functional as F
+    windows ids [b, s], scored in float32 chunk_rows positions at a time
+    as logsumexp(logits) − logits[next token] (the cross entropy, without
+    writing the log-softmax of every logit)."""
+    import torch
 
     b, s, _ = logits.shape
     for j in range(b):
         for a in range(0, s - 1, chunk_rows):
             e = min(a + chunk_rows, s - 1)
-            out += F.cross_entropy(logits[j, a:e].float(), ids[j, a + 1 : e + 1], reduction="sum").double()
+            chunk = logits[j, a:e]
+            target = chunk.gather(-1, ids[j, a + 1 : e + 1, None]).squeeze(-1).float()
+            out += (torch.logsumexp(chunk.float(), dim=-1) - target).sum(dtype=torch.float64)
 
 
 def evaluate(model, ids, batch: int, progress=None) -> Tuple[float, float]:
