@@ -16,8 +16,8 @@ import (
 
 // planFlags are the flags of plan.
 type planFlags struct {
-	shapes, ms, dtype, limits, from string
-	gpu                             int
+	shapes, ms, dtype, limits, from, gpuName string
+	gpu                                      int
 	fuse, asJSON                    bool
 }
 
@@ -38,7 +38,9 @@ records and plans nothing itself (docs/launch.md).
 
 The plans depend on the GPU: plan reads the limits of the GPU at hand, or
 takes a named GPU's with --limits (h100, h200, a100, l4) on a machine
-without one.
+without one, or limits given as the JSON object a launch document's
+"limits" holds (what the serving package passes for the GPU it runs on,
+with that GPU's name in --gpu-name, so that planning opens no GPU).
 
 With --from FILE (a launch document from plan, or a policy from bench
 --policy, typically one that came with a downloaded checkpoint) plan
@@ -62,7 +64,8 @@ and the token counts FILE's.`,
 	fl.BoolVar(&f.fuse, "fuse", false, "plan q,k,v and gate,up stacked per layer (qkv, gate_up), as serving engines run them")
 	fl.StringVar(&f.ms, "m", "1-64", "token counts `M,...` (ranges A-B allowed), each at most 64")
 	fl.StringVar(&f.dtype, "dtype", "bf16", "bf16 or f16")
-	fl.StringVar(&f.limits, "limits", "", "plan for a named `GPU` instead of the one at hand: "+strings.Join(knownGPUs(), ", "))
+	fl.StringVar(&f.limits, "limits", "", "plan for a named `GPU` instead of the one at hand ("+strings.Join(knownGPUs(), ", ")+"), or for limits given as a JSON object")
+	fl.StringVar(&f.gpuName, "gpu-name", "", "with --limits: the `NAME` of the GPU they describe, which a policy read with --from must have been measured on")
 	fl.StringVar(&f.from, "from", "", "print the planner's records for the choices of this launch document or policy `FILE`, refusing any record the planner would not make here")
 	fl.IntVar(&f.gpu, "gpu", 0, "CUDA device ordinal")
 	fl.BoolVar(&f.asJSON, "json", false, "print the records as JSON")
@@ -114,15 +117,22 @@ func runPlan(cmd *cobra.Command, args []string, f planFlags) error {
 	return l.WriteText(cmd.OutOrStdout())
 }
 
-// planDevice returns the device plan plans for: the named GPU's limits,
-// or the GPU at hand's limits, description and name.
+// planDevice returns the device plan plans for: the limits --limits
+// names or gives (and the GPU --gpu-name names), or the GPU at hand's
+// limits, description and name.
 func planDevice(f planFlags) (speed.Device, error) {
 	if f.limits != "" {
-		lim, ok := launchplan.KnownLimits()[strings.ToLower(f.limits)]
-		if !ok {
-			return speed.Device{}, fmt.Errorf("--limits %q: want one of %s", f.limits, strings.Join(knownGPUs(), ", "))
+		lim, desc, err := launchplan.ParseLimits(f.limits)
+		if err != nil {
+			return speed.Device{}, fmt.Errorf("--limits: %w", err)
 		}
-		return speed.Device{Limits: lim, Name: strings.ToLower(f.limits) + " (named limits)"}, nil
+		if f.gpuName != "" {
+			desc = f.gpuName + " (" + desc + ")"
+		}
+		return speed.Device{Limits: lim, Name: desc, GPU: f.gpuName}, nil
+	}
+	if f.gpuName != "" {
+		return speed.Device{}, errors.New("--gpu-name names the GPU that --limits describe: give both, or neither to plan for the GPU at hand")
 	}
 	dev, err := kernels.Open(f.gpu)
 	if err != nil {

@@ -64,6 +64,8 @@ func TestPlanErrors(t *testing.T) {
 		{[]string{"--shapes", "llama3-8b", "--limits", "v100"}, "--limits"},
 		{[]string{"--shapes", "llama3-8b", "--limits", "h100", "--dtype", "f32"}, "--dtype"},
 		{[]string{"--limits", "h100"}, "give a checkpoint or --shapes"},
+		{[]string{"--shapes", "llama3-8b", "--gpu-name", "NVIDIA H200"}, "--gpu-name names the GPU that --limits describe"},
+		{[]string{"--shapes", "llama3-8b", "--limits", `{"sms":132}`}, "--limits: not device limits: want all of"},
 	} {
 		code, _, errs := sfs(t, append([]string{"plan"}, tc.args...)...)
 		if code != exitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, tc.want) {
@@ -120,6 +122,17 @@ func TestPlanFrom(t *testing.T) {
 	if code != exitError || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, want) ||
 		!strings.Contains(errs, "launch.grid is") || !strings.Contains(errs, "plan on this GPU instead") {
 		t.Errorf("tampered: exit %d, stdout %d bytes, stderr %q; want one line naming %q and the grid", code, len(out), errs, want)
+	}
+
+	// The serving package gives its GPU's limits and name: the same records
+	// as the named limits, and a policy's GPU compared with the name.
+	given := []string{"plan", "--shapes", "llama3-8b", "--fuse", "--json", "--from", file, "--gpu-name", "NVIDIA H200",
+		"--limits", `{"sms":132,"shared_per_block":232448,"shared_per_sm":233472,"warpgroup":true}`}
+	code, out, errs = sfs(t, given...)
+	var gl, nl speed.Launches
+	if code != exitOK || json.Unmarshal([]byte(out), &gl) != nil || json.Unmarshal([]byte(again), &nl) != nil ||
+		!reflect.DeepEqual(gl.Shapes, nl.Shapes) || gl.Device != "NVIDIA H200 (given limits)" {
+		t.Errorf("given limits: exit %d, %s; device %q, records equal %v", code, errs, gl.Device, reflect.DeepEqual(gl.Shapes, nl.Shapes))
 	}
 
 	for _, tc := range []struct {

@@ -1,5 +1,14 @@
 package launchplan
 
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
 // Limits are the device properties the planner works with.
 type Limits struct {
 	SMs            int `json:"sms"`              // streaming multiprocessors
@@ -51,3 +60,59 @@ const (
 )
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// ErrLimits is wrapped by ParseLimits' error for text that is not a
+// device's limits.
+var ErrLimits = errors.New("not device limits")
+
+// ParseLimits reads limits given as text: the name of a GPU in
+// KnownLimits (any case), or a JSON object with exactly the fields of
+// Limits, as a launch document's "limits" holds them, e.g.
+// {"sms":132,"shared_per_block":232448,"shared_per_sm":233472,"warpgroup":true}
+// (what the serving package passes for the GPU it runs on). It returns
+// the limits and a description: "h100 (named limits)" or "given limits".
+// TestParseLimits and FuzzParseLimits hold it.
+func ParseLimits(s string) (Limits, string, error) {
+	if lim, ok := KnownLimits()[strings.ToLower(s)]; ok {
+		return lim, strings.ToLower(s) + " (named limits)", nil
+	}
+	if !strings.HasPrefix(strings.TrimSpace(s), "{") {
+		return Limits{}, "", fmt.Errorf("%w: %q is not a known GPU (%s) or a JSON object of limits", ErrLimits, s, strings.Join(knownNames(), ", "))
+	}
+	var raw struct {
+		SMs            *int  `json:"sms"`
+		SharedPerBlock *int  `json:"shared_per_block"`
+		SharedPerSM    *int  `json:"shared_per_sm"`
+		Warpgroup      *bool `json:"warpgroup"`
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return Limits{}, "", fmt.Errorf("%w: %v", ErrLimits, err)
+	}
+	if dec.More() {
+		return Limits{}, "", fmt.Errorf("%w: data after the JSON object", ErrLimits)
+	}
+	if raw.SMs == nil || raw.SharedPerBlock == nil || raw.SharedPerSM == nil || raw.Warpgroup == nil {
+		return Limits{}, "", fmt.Errorf("%w: want all of sms, shared_per_block, shared_per_sm and warpgroup", ErrLimits)
+	}
+	lim := Limits{SMs: *raw.SMs, SharedPerBlock: *raw.SharedPerBlock, SharedPerSM: *raw.SharedPerSM, Warpgroup: *raw.Warpgroup}
+	if lim.SMs < 1 || lim.SMs > maxSMs || lim.SharedPerBlock < 1 || lim.SharedPerSM < lim.SharedPerBlock || lim.SharedPerSM > maxSharedPerSM {
+		return Limits{}, "", fmt.Errorf("%w: %d SMs, %d bytes of shared memory per block, %d per SM", ErrLimits, lim.SMs, lim.SharedPerBlock, lim.SharedPerSM)
+	}
+	return lim, "given limits", nil
+}
+
+// Bounds of the limits ParseLimits takes: far above any GPU's, so that
+// no plan's arithmetic on them overflows.
+const (
+	maxSMs         = 1 << 12
+	maxSharedPerSM = 1 << 24
+)
+
+// knownNames returns KnownLimits' names, sorted.
+func knownNames() []string {
+	names := slices.Collect(maps.Keys(KnownLimits()))
+	slices.Sort(names)
+	return names
+}

@@ -42,16 +42,17 @@ REFUSED_HINT = "; plan on this GPU instead"
 
 
 def plan_command(need: Iterable[Tuple[int, int]], dtype: str, ordinal: int = 0, source: Optional[str] = None,
-                 limits: Optional[str] = None) -> List[str]:
+                 limits: Optional[str] = None, gpu_name: Optional[str] = None) -> List[str]:
     """Returns the sfsurgery plan command that prints the records for the
-    shapes in need on device ordinal (or the named limits): planned, or
-    the planner's for the choices of the file source."""
+    shapes in need on device ordinal, or for limits (a GPU's name, or the
+    JSON object of a launch document's "limits") of the GPU named gpu_name:
+    planned, or the planner's for the choices of the file source."""
     s = ",".join(f"{n}x{k}" for n, k in sorted(need))
     cmd = ["sfsurgery", "plan", "--shapes", s, "--dtype", dtype, "--json"]
     if source:
         cmd += ["--from", source]
     if limits:
-        return cmd + ["--limits", limits]
+        return cmd + ["--limits", limits] + (["--gpu-name", gpu_name] if gpu_name else [])
     return cmd + (["--gpu", str(ordinal)] if ordinal else [])
 
 
@@ -80,11 +81,14 @@ def source_file(path: str, source: str) -> Optional[str]:
 
 
 def find_table(path: str, need: Sequence[Tuple[int, int]], dtype: str, launches: Optional[str] = None, ordinal: int = 0,
-               limits: Optional[str] = None) -> records.Table:
+               limits: Optional[str] = None, gpu_name: Optional[str] = None) -> records.Table:
     """Returns the launch records for the shapes in need, each from the
     planner (module doc): launches, else $SFSURGERY_LAUNCHES, else "plan"
-    names the source. limits plans for a named GPU's limits instead of
-    device ordinal's (tests on a machine without one)."""
+    names the source. The records are for device ordinal, which the
+    planner then opens, or for limits: a GPU's name (tests on a machine
+    without one) or the JSON object of its limits, which the serving
+    package reads from the GPU it serves on (so the planner opens none),
+    with the GPU's name in gpu_name."""
     source = launches or os.environ.get(ENV_LAUNCHES) or PLAN
     file = source_file(path, source)
     if file is None:
@@ -95,7 +99,7 @@ def find_table(path: str, need: Sequence[Tuple[int, int]], dtype: str, launches:
                 f"(launches={CHECKPOINT!r} or ${ENV_LAUNCHES}={CHECKPOINT}); planning on this GPU",
                 stacklevel=3,
             )
-    cmd = plan_command(need, dtype, ordinal, file, limits)
+    cmd = plan_command(need, dtype, ordinal, file, limits, gpu_name)
     why = f"{path}: the launch records come from the Go planner (sfsurgery plan)"
     tool.binary(RecordError, why)
     try:

@@ -22,6 +22,7 @@ _CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
 _ATTR_SMS = 16
 _ATTR_MAJOR = 75
 _ATTR_MINOR = 76
+_ATTR_SHARED_PER_SM = 81
 _ATTR_SHARED_OPTIN = 97
 _FUNC_MAX_DYNAMIC_SHARED = 8
 _FUNC_CARVEOUT = 9
@@ -268,6 +269,7 @@ class Kernels:
             raise DeviceError(f"GPU {ordinal} is sm_{self.major}{self.minor}; the 2:4 kernels need sm_80 or newer")
         self.sms = driver.attribute(dev, _ATTR_SMS)
         self.shared_optin = driver.attribute(dev, _ATTR_SHARED_OPTIN)
+        self.shared_per_sm = driver.attribute(dev, _ATTR_SHARED_PER_SM)
         self.ctx = driver.primary_context(dev)
         # Reentrant: function and module take it, and so do the launches
         # that call them.
@@ -278,6 +280,14 @@ class Kernels:
         # is not reused while its entry exists.
         self._prepared: Dict[int, _Prepared] = {}
         self._use: Dict[int, Launch] = {}
+
+    def limits(self) -> Dict[str, object]:
+        """The device's limits as the planner takes them (a launch
+        document's "limits"; launchplan.Limits): SMs, the opt-in shared
+        memory per block, the shared memory per SM, and whether the sm_90a
+        module (the warpgroup forms and the prefill kernel) is for it."""
+        return {"sms": self.sms, "shared_per_block": self.shared_optin, "shared_per_sm": self.shared_per_sm,
+                "warpgroup": (self.major, self.minor) == (9, 0)}
 
     def module(self, path: str) -> int:
         """Returns the loaded module of a record's module path."""

@@ -9,6 +9,7 @@ both through the quantizer (hf.py); `load` is from_pretrained with the
 quantizer registered.
 """
 
+import json
 import os
 import types
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -16,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from . import layout, records
+from . import driver, layout, records
 from .discover import ENV_LAUNCHES, find_table
 from .errors import CheckpointError, DeviceError, RecordError
 from .linear import Columns, SparseLinear, SparseMLP
@@ -155,7 +156,11 @@ def finish(model: nn.Module, path: str, launches: Optional[str] = None, prefill:
     if len(dtypes) != 1:
         raise CheckpointError(f"{path}: pruned projections of several dtypes {sorted(map(str, dtypes))}")
     dt = {v: k for k, v in _TORCH_DTYPES.items()}[dtypes.pop()]
-    table = find_table(path, shapes(model), dt, launches, next(iter(linears.values())).packed.device.index or 0)
+    ordinal = next(iter(linears.values())).packed.device.index or 0
+    # The planner plans for this GPU's limits, read here, rather than
+    # opening the GPU in another process (from_pretrained's time).
+    limits = json.dumps(driver.kernels(ordinal).limits())
+    table = find_table(path, shapes(model), dt, launches, ordinal, limits=limits, gpu_name=torch.cuda.get_device_name(ordinal))
     for lin in sparse_linears(model).values():
         lin.attach(table, prefill)
     return table

@@ -148,6 +148,7 @@ class DiscoverTest(unittest.TestCase):
                          ["sfsurgery", "plan", "--shapes", "256x256,768x256", "--dtype", "f16", "--json"])
         self.assertEqual(discover.plan_command([(256, 256)], "bf16", 1)[-2:], ["--gpu", "1"])
         self.assertEqual(discover.plan_command([(256, 256)], "bf16", 1, "f.json", "h100")[-4:], ["--from", "f.json", "--limits", "h100"])
+        self.assertEqual(discover.plan_command([(256, 256)], "bf16", 1, None, "{}", "NVIDIA H200")[-4:], ["--limits", "{}", "--gpu-name", "NVIDIA H200"])
 
 
 def _record(doc, s, j):
@@ -278,6 +279,20 @@ class TamperedTest(unittest.TestCase):
         return {"schema": records.POLICY_SCHEMA, "tool": "sfsurgery", "generated": "2026-11-01T00:00:00Z",
                 "gpu": "NVIDIA H100 80GB HBM3", "capability": "9.0", "driver": "13.0", "dtype": "BF16",
                 "min_speedup": 1.05, "measured_m": [1, 64], "default": "dense", "rule": "", "entries": entries}
+
+    def test_given_limits(self):
+        """The limits the serving package reads from its GPU, with the GPU's
+        name: the records of the named limits, and a policy of another GPU
+        refused."""
+        lim = json.dumps({"sms": 132, "shared_per_block": 232448, "shared_per_sm": 233472, "warpgroup": True})
+        p = os.path.join(self.dir.name, "policy.json")
+        with open(p, "w") as f:
+            json.dump(self.policy(), f)
+        t = discover.find_table(self.ckpt, TINY_SHAPES, "bf16", launches=p, limits=lim, gpu_name="NVIDIA H100 80GB HBM3")
+        self.assertEqual(t.launches, records.parse(golden_launches()).launches)
+        self.assertEqual(t.device, "NVIDIA H100 80GB HBM3 (given limits)")
+        with self.assertRaisesRegex(RecordError, r"policy.json: not the planner's launch records for this device: measured on NVIDIA H100 80GB HBM3, this GPU is NVIDIA H200"):
+            discover.find_table(self.ckpt, TINY_SHAPES, "bf16", launches=p, limits=lim, gpu_name="NVIDIA H200")
 
     def test_policy(self):
         _, t = self.find(self.policy(), "policy.json")
