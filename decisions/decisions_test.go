@@ -293,7 +293,7 @@ func TestReadRefuses(t *testing.T) {
 		{"group keeps 3", append(goodMask()[:4], 0x33, 0x07), nil, up + ".mask",
 			[]string{"row 2, columns 8-11: 3 kept"}, prune24.ErrBitmask},
 		{"bit past the last column", append(goodMask()[:2], 0x33, 0x13, 0x33, 0x03), nil, up + ".mask",
-			[]string{"row 1: 1 bits set past the last column, 11"}, prune24.ErrBitmask},
+			[]string{"row 1: 1 of the bits past the last column (11) set, want none"}, prune24.ErrBitmask},
 		{"update nonzero where pruned", goodMask(), setRow1(update(), 6, 0x3F00), up + ".update",
 			[]string{"row 1, column 6: 0.5 where the mask prunes, want ±0"}, nil},
 		{"update NaN", goodMask(), setRow1(update(), 4, 0x7FC0), up + ".update", []string{"row 1, column 4: NaN", "finite"}, nil},

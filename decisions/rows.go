@@ -54,7 +54,7 @@ func (x *Decision) ReadMask(dst []byte, r0, n int) error {
 	}
 	detail := fmt.Sprintf("row %d, columns %d-%d: %d kept, want 2 of every 4", r0+be.Row, 4*be.Group, 4*be.Group+3, be.Bits)
 	if be.Padding {
-		detail = fmt.Sprintf("row %d: %d bits set past the last column, %d", r0+be.Row, be.Bits, x.Cols-1)
+		detail = fmt.Sprintf("row %d: %d of the bits past the last column (%d) set, want none", r0+be.Row, be.Bits, x.Cols-1)
 	}
 	return &Error{File: x.file.path, Tensor: x.mask.Name, Detail: detail, Err: prune24.OffsetRows(err, r0)}
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"text/tabwriter"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
+	"github.com/sfsurgery/sfsurgery/decisions"
 	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/surgery"
 	"github.com/spf13/cobra"
@@ -16,6 +18,7 @@ import (
 type pruneFlags struct {
 	out             string
 	format          string
+	decisions       string
 	targets, ignore []string
 	scope           string
 	workers         int
@@ -34,7 +37,8 @@ func newPruneCmd() *cobra.Command {
 		Long: `prune keeps, in every group of 4 consecutive weights along the input
 dimension of the attention (q/k/v/o) and MLP (gate/up/down) projections
 (MoE experts and Phi-3's fused qkv_proj/gate_up_proj included, routers
-never), the 2 of largest magnitude (ties to the lower index), and writes:
+never), the 2 of largest magnitude (ties to the lower index), or with
+--decisions the 2 a calibration chose, and writes:
 
   ampere   P.packed + P.meta + P.shape: PyTorch's CUTLASS semi-structured
            layout byte for byte (out%32==0, in%64==0; others stay dense),
@@ -43,6 +47,22 @@ never), the 2 of largest magnitude (ties to the lower index), and writes:
   bitmask  compressed-tensors sparse-24-bitmask: P.compressed + P.bitmask +
            P.shape and a quantization_config (out%8==0, in%8==0)
   dense    pruned weights in place, loadable by any serving engine
+
+Calibrated pruning (Wanda, RIA, SparseGPT) takes two steps: the Python
+package calibrates on a GPU and writes its decisions, and prune writes
+them in any of the formats:
+
+  python -m sfsurgery calibrate MODEL --method wanda|ria|sparsegpt \
+      --text calib.txt -o MODEL.decisions.safetensors
+  sfsurgery prune MODEL --decisions MODEL.decisions.safetensors -o MODEL-2of4
+
+The decisions hold a mask for every target (the same --targets, --ignore
+and --scope select them) and nothing else; wanda and ria keep the
+original's values, sparsegpt writes its updated ones. Decisions made for
+another model, or not 2:4, are refused and nothing is written. F32
+weights, 1:2 in the ampere format, need --format bitmask or dense. The
+report records the method, the calibration, the decisions file's SHA-256
+and each mask's, against which verify checks the output.
 
 Everything else is copied byte for byte, the shard layout is kept, and
 nothing appears at the output path until the whole output, its report
@@ -58,6 +78,7 @@ directory holding other files, nor the current directory.`,
 	fl := cmd.Flags()
 	fl.StringVarP(&f.out, "output", "o", "", "output `PATH` (default: <name>-2of4 in the current directory, named after the model)")
 	fl.StringVar(&f.format, "format", "ampere", "output format: ampere, bitmask or dense")
+	fl.StringVar(&f.decisions, "decisions", "", "keep what the calibration's decisions `FILE` (python -m sfsurgery calibrate) chose instead of the largest magnitudes")
 	fl.StringArrayVar(&f.targets, "targets", nil, "regular expression (`RE`) of tensors to prune (repeatable; default: the attention and MLP projections, MoE experts and fused qkv/gate_up included)")
 	fl.StringArrayVar(&f.ignore, "ignore", nil, "regular expression (`RE`) of tensors never to prune (repeatable)")
 	fl.StringVar(&f.scope, "scope", "all", "default targets: all, attn or mlp")
@@ -91,8 +112,15 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 		return err
 	}
 	defer ck.Close()
+	var dec *decisions.File
+	if f.decisions != "" {
+		if dec, err = decisions.Open(f.decisions); err != nil {
+			return err
+		}
+		defer dec.Close()
+	}
 	plan, err := surgery.NewPlan(ck, surgery.Options{Format: outFormat, Selector: sel, Strict: f.strict,
-		SkipUnsupported: f.skipUnsupported, Version: toolVersion()})
+		SkipUnsupported: f.skipUnsupported, Version: toolVersion(), Decisions: dec})
 	if err != nil {
 		return err
 	}
@@ -120,6 +148,11 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 	rep, err := plan.Write(cmd.Context(), out, checkpoint.WriteOptions{Workers: f.workers, Force: f.force, Progress: bar.fn(),
 		Stale: func(s checkpoint.Stale) { fmt.Fprintln(errw, "sfsurgery: "+s.String()) }})
 	bar.finish()
+	if de, ok := errors.AsType[*decisions.Error](err); ok && cmd.Context().Err() == nil {
+		// Found in the decisions' data as they were read: the one line
+		// names the file, the tensor and the place; nothing was written.
+		return de
+	}
 	if err != nil {
 		return writeError(cmd, out, err)
 	}
@@ -136,15 +169,20 @@ func runPrune(cmd *cobra.Command, input string, f pruneFlags) error {
 // with a line saying that nothing was written, the JSON says "dry_run".
 func printPlan(w io.Writer, p *surgery.Plan, out string, size int64, asJSON bool) error {
 	if asJSON {
-		return writeJSONTo(w, map[string]any{
+		doc := map[string]any{
 			"dry_run": true, "input": p.Input.Path, "output": out, "format": p.Options.Format,
-			"output_bytes": size, "input_bytes": p.Input.TotalSize(), "targets": p.Targets,
+			"method": p.Method(), "output_bytes": size, "input_bytes": p.Input.TotalSize(), "targets": p.Targets,
 			"not_pruned": p.NotPruned, "warnings": p.Warnings(),
-		})
+		}
+		if d := p.Options.Decisions; d != nil {
+			doc["decisions"] = d.Path()
+		}
+		return writeJSONTo(w, doc)
 	}
 	fmt.Fprintf(w, "input:   %s (%s of tensors)\n", p.Input.Path, humanBytes(p.Input.TotalSize()))
 	fmt.Fprintf(w, "output:  %s (%s, %d bytes)\n", out, humanBytes(size), size)
 	fmt.Fprintf(w, "format:  %s\n", p.Options.Format)
+	fmt.Fprintf(w, "method:  %s\n", methodLine(p.Method(), p.Options.Decisions))
 	fmt.Fprintf(w, "targets: %d to prune, %d left dense, %d projection-like tensors not pruned\n",
 		p.Pruned(), len(p.Targets)-p.Pruned(), len(p.NotPruned))
 	printNotPruned(w, p.NotPruned)
@@ -173,6 +211,9 @@ func printPlan(w io.Writer, p *surgery.Plan, out string, size int64, asJSON bool
 // numbers folded into N, one line per name and reason.
 func printSummary(w io.Writer, r *format.Report) {
 	fmt.Fprintf(w, "wrote %s (%s)\n", r.Output, r.Format)
+	if d := r.Decisions; d != nil {
+		fmt.Fprintf(w, "  method: %s decisions from %s (%d × %d tokens of %s)\n", r.Method, d.File, d.Samples, d.Seqlen, d.Text.File)
+	}
 	fmt.Fprintf(w, "  pruned %d tensors, %d left dense, %d projection-like tensors not pruned\n",
 		r.Pruned, r.Skipped, len(r.NotPruned))
 	for _, t := range r.Tensors {
@@ -188,6 +229,16 @@ func printSummary(w io.Writer, r *format.Report) {
 		fmt.Fprintf(w, "; worst %.4f in %s", r.Worst.KeptFraction, r.Worst.Name)
 	}
 	fmt.Fprintln(w)
+}
+
+// methodLine describes what chooses the weights kept, for the dry run:
+// the magnitude rule, or the decisions file and its calibration.
+func methodLine(m format.Method, d *decisions.File) string {
+	if d == nil {
+		return string(m) + " (the 2 of largest |w| in each group of 4)"
+	}
+	return fmt.Sprintf("%s decisions from %s (%d × %d tokens of %s; data checked as they are read)",
+		m, d.Path(), d.Meta.Samples, d.Meta.Seqlen, d.Meta.Text.File)
 }
 
 func writeJSONTo(w io.Writer, v any) error {

@@ -27,7 +27,10 @@ compressed-tensors sparse-24-bitmask checkpoint):
               (0x4 0x8 0x9 0xC 0xD 0xE) or exactly 2 bitmask bits per group,
               and re-encodes to the same bytes
   rule        with --original: the kept values are bit-exact and are the
-              ones the rule picks; every other tensor is byte-identical
+              ones the rule picks (for wanda and ria decisions: the
+              original's values at the places the output's mask keeps;
+              not applicable to sparsegpt's, whose kept values are the
+              calibration's); every other tensor is byte-identical
   numeric     Y = W·X from the compressed form equals the pruned dense
               product on --tokens random columns X: in float64 on the CPU
               (tolerance 1e-12 relative), or with --device cuda on the
@@ -36,6 +39,11 @@ compressed-tensors sparse-24-bitmask checkpoint):
               NaN in either product (a weight holding ±Inf, which the rule
               keeps) must be the same in both and is left out of the
               error; the positions of such weights are listed as notes
+  mask        for an output of a calibration's decisions (prune
+              --decisions), with its report: the mask the output shows
+              (its nonzeros, and where a group has fewer than 2 its
+              lowest-index zeros) hashes to the SHA-256 of the decisions'
+              mask that the report records
   digest      with the prune report (sfsurgery.json, which prune writes):
               every tensor of every shard hashes to the SHA-256 the report
               records, and the two list the same tensors; this sees any

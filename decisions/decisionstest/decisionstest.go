@@ -128,9 +128,17 @@ func WithUpdate(d Decide, change func(i int, v uint32) uint32) Decide {
 }
 
 // Build writes at path the decisions of method for the weights targets of
-// the model ck, decided by decide; a sparsegpt decision without an
-// update gets the original's kept values as its update.
+// the model ck, decided by decide (see Tensors).
 func Build(t testing.TB, path string, ck *checkpoint.Checkpoint, targets []string, method format.Method, decide Decide) {
+	t.Helper()
+	Write(t, path, Meta(method), Tensors(t, ck, targets, method, decide)...)
+}
+
+// Tensors returns the tensors of the decisions of method for the weights
+// targets of the model ck, decided by decide, sorted by name: a mask for
+// each, and for sparsegpt an update (the original's kept values, for a
+// decision without one).
+func Tensors(t testing.TB, ck *checkpoint.Checkpoint, targets []string, method format.Method, decide Decide) []Tensor {
 	t.Helper()
 	var tensors []Tensor
 	for _, name := range slices.Sorted(slices.Values(targets)) {
@@ -156,7 +164,7 @@ func Build(t testing.TB, path string, ck *checkpoint.Checkpoint, targets []strin
 			tensors = append(tensors, Tensor{Name: name + decisions.UpdateSuffix, DType: info.DType, Shape: info.Shape, Data: update})
 		}
 	}
-	Write(t, path, Meta(method), tensors...)
+	return tensors
 }
 
 // getBits returns the bits of element i of b.
