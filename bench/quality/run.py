@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import shutil
 import sys
 import tempfile
@@ -218,7 +219,7 @@ class Quality:
         greedy = self.greedy(model, heldout, rows)
         for row in rows:
             row.pop("dirs")
-        command = "SFSURGERY_BIN=... PYTHONPATH=python " + self.log.shown(["python3", "bench/quality/run.py"] + sys.argv[1:])
+        command = "SFSURGERY_BIN=... PYTHONPATH=python " + shlex.join(["python3", "bench/quality/run.py"] + sys.argv[1:])
         return dict(schema=SCHEMA, command=command,
                     seconds=self.log.elapsed(), env=environment(self.bin), seed=a.seed, model=trained, seqlen=seqlen,
                     windows_asked=a.windows, dense=dense, rows=rows, greedy=greedy, commands=self.log.commands)

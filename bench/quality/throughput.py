@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -132,7 +133,7 @@ def main() -> int:
         log.run([binary, "prune", dense, "-o", ampere, "--format", "ampere", "--quiet"])
         result = measure(a, log, dense, ampere, os.path.join(testmodel, "heldout.txt"))
         result.update(shape=a.shape, layers=a.layers or None, commands=log.commands, env=environment(binary),
-                      command="SFSURGERY_BIN=... PYTHONPATH=python " + log.shown(["python3", "bench/quality/throughput.py"] + sys.argv[1:]))
+                      command="SFSURGERY_BIN=... PYTHONPATH=python " + shlex.join(["python3", "bench/quality/throughput.py"] + sys.argv[1:]))
     except Failure as e:
         print(f"throughput.py: {e}", file=sys.stderr)
         return 2

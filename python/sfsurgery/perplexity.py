@@ -33,7 +33,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import layout, text
 from .errors import CheckpointError, DeviceError, InputError, SfsurgeryError

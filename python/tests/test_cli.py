@@ -12,6 +12,7 @@ import types
 import unittest
 
 from fixtures import REPO
+import sfsurgery
 from sfsurgery import cli
 from sfsurgery.errors import CheckpointError, DeviceError, InputError, RecordError
 
@@ -98,6 +99,8 @@ class PythonMTest(unittest.TestCase):
         r = python_m("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("perplexity", r.stdout)
+        r = python_m("--version")
+        self.assertEqual((r.returncode, r.stdout), (0, f"sfsurgery {sfsurgery.__version__}\n"), r.stderr)
         r = python_m("perplexity", "--help")
         self.assertEqual(r.returncode, 0, r.stderr)
         for flag in ("--text", "--seqlen", "--windows", "--batch", "--json"):

@@ -4,6 +4,7 @@ rendering of the committed JSON, and run.py's standard-library helpers
 (CPU only)."""
 
 import copy
+import io
 import json
 import os
 import re
@@ -144,6 +145,133 @@ class RenderTest(unittest.TestCase):
         with open(os.path.splitext(DOC)[0] + ".md") as f:
             self.assertEqual(f.read(), render.render(doc, "docs/quality-h200.json"),
                              "docs/quality-h200.md is not render.py's rendering of docs/quality-h200.json")
+
+
+class RunFlowTest(unittest.TestCase):
+    """run.py's main from a trained model to the JSON, with a stand-in
+    sfsurgery binary (prune copies the model and writes a report), the
+    perplexity command's JSON made up per output, and the greedy step
+    faked: the rows, names and commands it records, and that render.py
+    renders them."""
+
+    PPL = {"model": 6.31, "magnitude-dense": 7.0464, "magnitude-ampere": 7.0463, "wanda-seed0-dense": 6.95,
+           "wanda-seed0-ampere": 6.9501, "wanda-seed1-dense": 6.96, "wanda-seed1-ampere": 6.9599}
+    calibrates = False
+
+    def setUp(self):
+        d = tempfile.TemporaryDirectory()
+        self.addCleanup(d.cleanup)
+        self.dir = d.name
+        self.model = os.path.join(self.dir, "testmodel")
+        os.makedirs(os.path.join(self.model, "model"))
+        with open(os.path.join(self.model, "model", "config.json"), "w") as f:
+            json.dump({"model_type": "llama", "max_position_embeddings": 64}, f)
+        for name in ("heldout.txt", "train.txt"):
+            with open(os.path.join(self.model, name), "w") as f:
+                f.write("x = 1\n")
+        with open(os.path.join(self.model, "train.json"), "w") as f:
+            json.dump(synthetic()["model"], f)
+        self.bin = os.path.join(self.dir, "sfsurgery")
+        with open(self.bin, "w") as f:
+            f.write("#!/bin/sh\n"
+                    'if [ "$1" = --version ]; then echo "sfsurgery version test"; exit 0; fi\n'
+                    '[ "$1" = prune ] || exit 3\n'
+                    'mkdir -p "$4" && cp "$2/config.json" "$4/" && '
+                    'echo \'{"format": "\'"$6"\'", "kept_magnitude_fraction": 0.8125}\' > "$4/sfsurgery.json"\n')
+        os.chmod(self.bin, 0o755)
+
+    def fake_run(self, original):
+        test = self
+
+        def run_(log, argv, capture=True):
+            if "calibrate" in argv and not test.calibrates:  # a calibration that fails
+                return original(log, [sys.executable, "-c", "import sys; print('x', file=sys.stderr); sys.exit('no method wanda')"])
+            if "calibrate" in argv:
+                log.commands.append(log.shown(argv))
+                return "log line\n" + json.dumps({"seconds": 12.5, "peak_gpu_bytes": 2**30, "method": argv[argv.index("--method") + 1]})
+            if "perplexity" not in argv:
+                return original(log, argv, capture)
+            log.commands.append(log.shown(argv))
+            model = os.path.basename(argv[argv.index("perplexity") + 1])
+            test.assertEqual(argv[argv.index("--seqlen") + 1], "64")
+            r = ppl_result(test.PPL[model] if "train.txt" not in argv[argv.index("--text") + 1] else 6.09, seqlen=64)
+            r["model"] = argv[argv.index("perplexity") + 1]
+            return json.dumps(r) + "\n"
+        return run_
+
+    def fake_greedy(self, model, heldout, rows):
+        g = synthetic()
+        for r in rows:
+            r["greedy"] = g["rows"][0]["greedy"]
+        return g["greedy"]
+
+    def test_main(self):
+        from unittest import mock
+
+        out = os.path.join(self.dir, "q.json")
+        work = os.path.join(self.dir, "work")
+        argv = ["run.py", "-o", out, "--model", self.model, "--work", work]
+        with mock.patch.dict(os.environ, {"SFSURGERY_BIN": self.bin}), mock.patch.object(sys, "argv", argv), \
+                mock.patch.object(run.Log, "run", self.fake_run(run.Log.run)), \
+                mock.patch.object(run.Quality, "greedy", self.fake_greedy), \
+                mock.patch.object(run, "environment", lambda b: dict(gpu="NVIDIA H200", sfsurgery="test")), \
+                mock.patch("sys.stderr", new=io.StringIO()):
+            self.assertEqual(run.main(), 0)
+        with open(out) as f:
+            doc = json.load(f)
+        self.assertEqual((doc["schema"], doc["seqlen"], doc["seed"]), (run.SCHEMA, 64, 0))
+        self.assertEqual(doc["command"], "SFSURGERY_BIN=... PYTHONPATH=python python3 bench/quality/run.py -o "
+                                         f"{out} --model {self.model} --work {work}")
+        self.assertEqual([(r["method"], r["seed"]) for r in doc["rows"]], [("magnitude", None)])
+        row = doc["rows"][0]
+        self.assertEqual((row["dense_pruned"]["perplexity"], row["ampere"]["perplexity"], row["kept_magnitude_fraction"]),
+                         (7.0464, 7.0463, 0.8125))
+        self.assertAlmostEqual(row["served_vs_dense_pruned"], -1.4191e-5, places=8)
+        self.assertNotIn("dirs", row)
+        self.assertEqual(doc["dense"]["train"]["perplexity"], 6.09)
+        self.assertIn("$SFSURGERY_BIN prune " + self.model + "/model -o $WORK/magnitude-ampere --format ampere --quiet",
+                      doc["commands"])
+        self.assertEqual(row["ampere"]["model"], "$WORK/magnitude-ampere")
+        md = render.render(doc, out)
+        self.assertIn("| magnitude 2:4, ampere (sfsurgery's kernels) | 7.0463 | +11.7% | -0.0014% | 0.8125 |", md)
+
+    def test_calibrated_rows(self):
+        from unittest import mock
+
+        self.calibrates = True
+        out = os.path.join(self.dir, "q.json")
+        argv = ["run.py", "-o", out, "--model", self.model, "--work", os.path.join(self.dir, "w"), "--methods", "magnitude,wanda",
+                "--seeds", "0,1"]
+        with mock.patch.dict(os.environ, {"SFSURGERY_BIN": self.bin}), mock.patch.object(sys, "argv", argv), \
+                mock.patch.object(run.Log, "run", self.fake_run(run.Log.run)), \
+                mock.patch.object(run.Quality, "greedy", self.fake_greedy), \
+                mock.patch.object(run, "environment", lambda b: dict(gpu="NVIDIA H200")), mock.patch("sys.stderr", new=io.StringIO()):
+            self.assertEqual(run.main(), 0)
+        with open(out) as f:
+            doc = json.load(f)
+        self.assertEqual([(r["method"], r["seed"]) for r in doc["rows"]], [("magnitude", None), ("wanda", 0), ("wanda", 1)])
+        w1 = doc["rows"][2]
+        self.assertEqual((w1["calibration"]["seconds"], w1["calibration"]["peak_gpu_bytes"]), (12.5, 2**30))
+        self.assertTrue(w1["calibration"]["command"].startswith("python3 -m sfsurgery calibrate " + self.model + "/model --method wanda "
+                                                                "--text " + self.model + "/train.txt --seed 1 --json -o $WORK/decisions-wanda-seed1.json"))
+        self.assertEqual((w1["dense_pruned"]["perplexity"], w1["ampere"]["perplexity"]), (6.96, 6.9599))
+        self.assertIn(f"$SFSURGERY_BIN prune {self.model}/model -o $WORK/wanda-seed1-ampere --format ampere --quiet "
+                      "--decisions $WORK/decisions-wanda-seed1.json", doc["commands"])
+        md = render.render(doc, out)
+        self.assertIn("| wanda | 1 | 12.5 | 1.00 GiB |", md)
+        self.assertIn("| wanda 2:4 (seed 1), ampere (sfsurgery's kernels) | 6.9599 | +10.3% | -0.0014% | 0.8125 |", md)
+
+    def test_failure_is_one_line(self):
+        from unittest import mock
+
+        err = io.StringIO()
+        argv = ["run.py", "-o", os.path.join(self.dir, "q.json"), "--model", self.model, "--work", os.path.join(self.dir, "w"),
+                "--methods", "magnitude,wanda"]
+        with mock.patch.dict(os.environ, {"SFSURGERY_BIN": self.bin}), mock.patch.object(sys, "argv", argv), \
+                mock.patch.object(run.Log, "run", self.fake_run(run.Log.run)), mock.patch("sys.stderr", new=err):
+            self.assertEqual(run.main(), 2)
+        self.assertRegex(err.getvalue().splitlines()[-1], r"^run.py: python3 -c .*: exit 1: no method wanda \(work directory .*/w\)$")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "q.json")))
 
 
 class RunHelpersTest(unittest.TestCase):
