@@ -15,6 +15,7 @@ only: python/tests/test_quality_corpus.py runs it in CI.
 import hashlib
 import os
 import random
+import site
 import sysconfig
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,14 +38,18 @@ class Source:
     size: int
 
 
-def roots() -> List[Tuple[str, str]]:
+def roots(every_site: bool = False) -> List[Tuple[str, str]]:
     """(kind, directory) of the installation's source roots that exist:
     the standard library and site-packages (purelib, and platlib where it
-    differs)."""
+    differs); with every_site also the interpreter's other site-packages
+    directories (kind "site"), where a distribution keeps its packages
+    apart from purelib (Debian's /usr/lib/python3/dist-packages)."""
     paths = sysconfig.get_paths()
+    dirs = [(kind, paths.get(kind)) for kind in ("stdlib", "purelib", "platlib")]
+    if every_site:
+        dirs += [("site", d) for d in site.getsitepackages()]
     out, seen = [], set()
-    for kind in ("stdlib", "purelib", "platlib"):
-        d = paths.get(kind)
+    for kind, d in dirs:
         if d and os.path.isdir(d) and os.path.realpath(d) not in seen:
             seen.add(os.path.realpath(d))
             out.append((kind, d))

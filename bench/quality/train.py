@@ -19,7 +19,9 @@ complete):
                      loss curve and final loss, seconds, versions
 
 The recipe (recipe.py): corpus as corpus.py splits it (5% of files held
-out by a hash of their names); a byte-level BPE trained with `tokenizers`
+out by a hash of their names; from the standard library and purelib, and
+from every site-packages directory where those hold less than half the
+recipe's bytes); a byte-level BPE trained with `tokenizers`
 on a seeded sample of training files; all training files encoded in
 parallel (the tokenizer's batch encoding, on every core) into one stream,
 files separated by the end-of-text token, cut into sequences that a seeded
@@ -223,6 +225,9 @@ def main():
 
     roots = corpus.roots()
     files = corpus.sources(roots, r.corpus_bytes)
+    if sum(s.size for s in files) < r.corpus_bytes // 2:  # a distribution that keeps its packages apart
+        roots = corpus.roots(every_site=True)
+        files = corpus.sources(roots, r.corpus_bytes)
     texts = corpus.read_all(files)
     train_src, held_src = corpus.split(s for s, _ in texts)
     by_name = {s.name: t for s, t in texts}

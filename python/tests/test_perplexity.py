@@ -376,7 +376,7 @@ class TrainedModelTest(unittest.TestCase):
         import recipe
 
         self.assertEqual(info["parameters"], recipe.QUICK.parameters(), "the recipe counts the model's parameters otherwise")
-        self.assertLess(info["tokens_trained"], info["train_tokens"], "trained for more than an epoch")
+        self.assertLess(info["tokens_trained"], info["corpus"]["train_tokens"], "trained for more than an epoch")
         conf = AutoConfig.from_pretrained(self.model)
         self.assertEqual((conf.model_type, conf.tie_word_embeddings), ("llama", False))
         tok = AutoTokenizer.from_pretrained(self.model)

@@ -56,6 +56,10 @@ class SourcesTest(unittest.TestCase):
         kinds = [k for k, _ in corpus.roots()]
         self.assertEqual(kinds[0], "stdlib")
         self.assertLessEqual(set(kinds), {"stdlib", "purelib", "platlib"})
+        every = corpus.roots(every_site=True)
+        self.assertEqual(every[: len(kinds)], corpus.roots())
+        self.assertLessEqual({k for k, _ in every[len(kinds):]}, {"site"})
+        self.assertEqual(len({os.path.realpath(d) for _, d in every}), len(every), "a directory twice")
 
 
 class SplitTest(unittest.TestCase):
