@@ -1,8 +1,9 @@
 """The package's commands: `python -m sfsurgery <command> ...`.
 
-A command is a module with three names: HELP (one line for the command
-list), add_arguments(parser) (its arguments, on an argparse parser of its
-own) and run(args) -> int (its exit status). COMMANDS lists them; a
+A command is a module (or package) with three names: HELP (one line for
+the command list), add_arguments(parser) (its arguments, on an argparse
+parser of its own) and run(args) -> int (its exit status); DESCRIPTION,
+where it has one, is its --help text (else HELP). COMMANDS lists them; a
 command is called by its module's name. Commands import torch and
 transformers inside run(), so that --help and argument errors work on a
 machine without them (python/tests/test_cli.py runs them so in CI).
@@ -42,7 +43,8 @@ def build_parser(commands: Sequence[ModuleType] = COMMANDS) -> argparse.Argument
     p.add_argument("--version", action="version", version=f"sfsurgery {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for mod in commands:
-        sp = sub.add_parser(command_name(mod), help=mod.HELP, description=mod.HELP)
+        sp = sub.add_parser(command_name(mod), help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(sp)
         sp.set_defaults(_run=mod.run)
     return p

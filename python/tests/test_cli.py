@@ -83,6 +83,18 @@ class MainTest(unittest.TestCase):
                     cli.main(argv, (mod,))
                 self.assertEqual(cm.exception.code, 2)
 
+    def test_description(self):
+        mod = fake_command("echo", lambda a: 0)
+        mod.DESCRIPTION = "Echo.\n\nA second paragraph, kept as written."
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), self.assertRaises(SystemExit):
+            cli.main(["echo", "--help"], (mod,))
+        self.assertIn("Echo.\n\nA second paragraph, kept as written.", out.getvalue())
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), self.assertRaises(SystemExit):
+            cli.main(["--help"], (mod,))
+        self.assertIn("the echo command", out.getvalue())
+
     def test_commands_are_registered_by_module_name(self):
         p = cli.build_parser()
         sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
