@@ -137,7 +137,7 @@ class Quality:
                 row = dict(method=method, seed=seed, calibration=None)
                 dec = None
                 if method != "magnitude":
-                    dec = os.path.join(self.work, f"decisions-{name}.json")
+                    dec = os.path.join(self.work, f"decisions-{name}.safetensors")
                     row["calibration"] = self.calibrate(model, method, seed, train, dec)
                 outs = {fmt: os.path.join(self.work, f"{name}-{fmt}") for fmt in ("dense", "ampere")}
                 for fmt, out in outs.items():

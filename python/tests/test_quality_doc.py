@@ -253,10 +253,10 @@ class RunFlowTest(unittest.TestCase):
         w1 = doc["rows"][2]
         self.assertEqual((w1["calibration"]["seconds"], w1["calibration"]["peak_gpu_bytes"]), (12.5, 2**30))
         self.assertTrue(w1["calibration"]["command"].startswith("python3 -m sfsurgery calibrate " + self.model + "/model --method wanda "
-                                                                "--text " + self.model + "/train.txt --seed 1 --json -o $WORK/decisions-wanda-seed1.json"))
+                                                                "--text " + self.model + "/train.txt --seed 1 --json -o $WORK/decisions-wanda-seed1.safetensors"))
         self.assertEqual((w1["dense_pruned"]["perplexity"], w1["ampere"]["perplexity"]), (6.96, 6.9599))
         self.assertIn(f"$SFSURGERY_BIN prune {self.model}/model -o $WORK/wanda-seed1-ampere --format ampere --quiet "
-                      "--decisions $WORK/decisions-wanda-seed1.json", doc["commands"])
+                      "--decisions $WORK/decisions-wanda-seed1.safetensors", doc["commands"])
         md = render.render(doc, out)
         self.assertIn("| wanda | 1 | 12.5 | 1.00 GiB |", md)
         self.assertIn("| wanda 2:4 (seed 1), ampere (sfsurgery's kernels) | 6.9599 | +10.3% | -0.0014% | 0.8125 |", md)
