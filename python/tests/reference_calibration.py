@@ -26,7 +26,8 @@ torch.topk, whose order among ties is unspecified; and the metrics are
 computed in float32 (the reference code mixes in the weight's dtype).
 
 The method functions are pure torch on any device (the CPU tests use them
-in float64); `calibrate` and `perplexity` need transformers.
+in float64); `calibrate` runs a transformers causal LM (or anything with
+its model.layers structure, as the CPU tests' toy model).
 """
 
 import math
@@ -249,22 +250,3 @@ def calibrate(model: nn.Module, ids: torch.Tensor, method: str, targets: Optiona
             outs[j] = _layer_out(layer(inps[j].unsqueeze(0), **kwargs))[0]
         inps, outs = outs, inps
     return decisions
-
-
-@torch.no_grad()
-def perplexity(model: nn.Module, ids: Sequence[int], seqlen: int, windows: int) -> float:
-    """Perplexity as the papers report it (quality-notes §2): the first
-    `windows` non-overlapping windows of seqlen tokens of ids (all of them
-    for 0), each window's mean next-token loss times seqlen summed, divided
-    by windows × seqlen, exponentiated."""
-    from sfsurgery import text
-
-    dev = next(model.parameters()).device
-    starts = text.windows(len(ids), seqlen, windows)
-    nll = 0.0
-    for s in starts:
-        x = torch.tensor([list(ids[s : s + seqlen])], device=dev)
-        logits = model(x, use_cache=False).logits.float()
-        loss = nn.functional.cross_entropy(logits[0, :-1], x[0, 1:])
-        nll += loss.item() * seqlen
-    return math.exp(nll / (len(starts) * seqlen))

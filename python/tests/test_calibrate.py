@@ -78,7 +78,7 @@ class Model:
 class ArgumentsTest(unittest.TestCase):
     def test_defaults(self):
         a = parse(["m", "--method", "wanda", "--text", "t.txt", "-o", "o"])
-        self.assertEqual((a.samples, a.seqlen, a.seed, a.scope, a.force, a.json), (128, 2048, 0, "all", False, False))
+        self.assertEqual((a.samples, a.seqlen, a.seed, a.scope, a.force, a.json), (128, None, 0, "all", False, False))
 
     def test_required_and_choices(self):
         for argv in (["m", "--text", "t", "-o", "o"], ["m", "--method", "magnitude", "--text", "t", "-o", "o"],
@@ -134,6 +134,7 @@ class RefusalTest(unittest.TestCase):
     def test_numbers(self):
         self.refused(self.argv(TINY, "--samples", "0"), r"--samples 0: want at least 1")
         self.refused(self.argv(TINY, "--seqlen", "1"), r"--seqlen 1: want at least 2 tokens")
+        self.refused(self.argv(TINY, "--seed", str(1 << 63)), r"--seed 9223372036854775808: want a 64-bit integer")
 
     def test_model(self):
         m = Model(self.tmp, "gpt", model_type="gpt2")
@@ -205,7 +206,7 @@ class PlanTest(unittest.TestCase):
         got = plan.layer_targets("M", good, 2, tensors)
         self.assertEqual(got, (plan.Target("model.layers.0.self_attn.q_proj.weight", "BF16", (8, 16), 0, "self_attn.q_proj"),
                                plan.Target("model.layers.1.mlp.down_proj.weight", "F32", (16, 8), 1, "mlp.down_proj")))
-        p = plan.Plan("M", "d", {}, 3, got, tensors)
+        p = plan.Plan("M", "d", {}, 16, 3, got, tensors)
         self.assertEqual([[t.module for t in ts] for ts in p.by_layer()], [["self_attn.q_proj"], ["mlp.down_proj"], []])
         q = "model.layers.0.self_attn.q_proj.weight"
         for listed, want, err in [
@@ -221,6 +222,11 @@ class PlanTest(unittest.TestCase):
         ]:
             with self.subTest(want=want), self.assertRaisesRegex(err, want):
                 plan.layer_targets("M", listed, 2, tensors)
+
+    def test_default_seqlen(self):
+        for cfg, want in [({"max_position_embeddings": 1024}, 1024), ({"max_position_embeddings": 131072}, 2048), ({}, 2048),
+                          ({"max_position_embeddings": "x"}, 2048)]:
+            self.assertEqual(plan.default_seqlen(cfg), want)
 
     def test_output_path(self):
         with tempfile.TemporaryDirectory() as d:
@@ -239,7 +245,8 @@ class PlanTest(unittest.TestCase):
             m = Model(d)
             for scope, count, per_layer in (("all", 28, 7), ("attn", 16, 4), ("mlp", 12, 3)):
                 with self.subTest(scope=scope):
-                    p = plan.make(m.path, scope, 128)
+                    p = plan.make(m.path, scope)
+                    self.assertEqual(p.seqlen, 256, "max_position_embeddings")
                     self.assertEqual(len(p.targets), count)
                     self.assertEqual([len(ts) for ts in p.by_layer()], [per_layer] * 4)
                     self.assertEqual(p.layers, 4)
@@ -307,6 +314,116 @@ class DecisionsHeaderTest(unittest.TestCase):
                 n = struct.unpack("<Q", f.read(8))[0]
                 f.seek(8 + n)
                 self.assertEqual(f.read(), bytes([0x33, 0x03, 0x0C, 0x05]))
+
+
+def read_raw(path):
+    """{name: (dtype, shape, bytes)} of a safetensors file (stdlib)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    head.pop("__metadata__", None)
+    return {k: (v["dtype"], tuple(v["shape"]), data[v["data_offsets"][0] : v["data_offsets"][1]]) for k, v in head.items()}
+
+
+def kept(r, c):
+    """A 2:4 pattern: columns 0, 1 of a group on even rows + groups, 2, 3 otherwise."""
+    return (c % 4 < 2) == ((r + c // 4) % 2 == 0)
+
+
+def mask_bytes(n, k):
+    out = bytearray()
+    for r in range(n):
+        for b in range((k + 7) // 8):
+            out.append(sum(1 << j for j in range(8) if 8 * b + j < k and kept(r, 8 * b + j)))
+    return bytes(out)
+
+
+@unittest.skipUnless(HAVE_BIN, "needs $SFSURGERY_BIN")
+class DecisionsContractTest(unittest.TestCase):
+    """Decisions files as output.Writer writes them, read by `sfsurgery
+    prune --decisions` (the Go side of sfsurgery-decisions/1): masks
+    alone keep the original's values, updates replace them, and a mask
+    that is not 2:4 is refused."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="sfsurgery-decisions-test-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.model = Model(self.tmp).path
+        self.plan = plan.make(self.model, "all")
+        self.orig = {}
+        for f in sorted(os.listdir(TINY)):
+            if f.endswith(".safetensors"):
+                self.orig.update(read_raw(os.path.join(TINY, f)))
+
+    def write(self, method, mask=mask_bytes, update=None):
+        described = {"file": "c.txt", "sha256": "0" * 64, "kind": "plain"}
+        meta = output.metadata(method, self.model, described, 4, 64, 0)
+        entries = [output.Entry(t.name, t.dtype, t.shape) for t in self.plan.targets]
+        path = os.path.join(self.tmp, f"{method}.decisions")
+        with output.open_writer(path, meta, entries, updates=update is not None) as w:
+            for t in self.plan.targets:
+                w.write(output.mask_name(t.name), mask(*t.shape))
+                if update is not None:
+                    w.write(output.update_name(t.name), update(t))
+            w.commit()
+        return path
+
+    def prune(self, dec):
+        import subprocess
+
+        out = os.path.join(self.tmp, "out-" + os.path.basename(dec))
+        r = subprocess.run([os.environ["SFSURGERY_BIN"], "prune", self.model, "--decisions", dec, "--format", "dense", "-o", out, "-q"],
+                           capture_output=True, text=True)
+        got = {}
+        if r.returncode == 0:
+            for f in sorted(os.listdir(out)):
+                if f.endswith(".safetensors"):
+                    got.update(read_raw(os.path.join(out, f)))
+        return r, got
+
+    def check(self, got, value):
+        for t in self.plan.targets:
+            n, k = t.shape
+            dtype, shape, raw = got[t.name]
+            self.assertEqual((dtype, shape), ("BF16", (n, k)))
+            orig = self.orig[t.name][2]
+            for r in (0, 1, n - 1):
+                for c in range(k):
+                    have = raw[2 * (r * k + c) : 2 * (r * k + c) + 2]
+                    want = value(orig, r, c, k) if kept(r, c) else b"\0\0"
+                    self.assertEqual(have, want, f"{t.name}[{r}][{c}]")
+
+    def test_masks(self):
+        for method in ("wanda", "ria"):
+            with self.subTest(method=method):
+                r, got = self.prune(self.write(method))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.check(got, lambda orig, r, c, k: orig[2 * (r * k + c) : 2 * (r * k + c) + 2])
+
+    def test_updates(self):
+        one = struct.pack("<H", 0x3F80)  # bfloat16 1.0
+
+        def update(t):
+            n, k = t.shape
+            return b"".join(one if kept(r, c) else b"\0\0" for r in range(n) for c in range(k))
+
+        r, got = self.prune(self.write("sparsegpt", update=update))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check(got, lambda orig, r, c, k: one)
+
+    def test_not_2_of_4_refused(self):
+        def three(n, k):
+            raw = bytearray(mask_bytes(n, k))
+            raw[0] |= 0x0F  # row 0, columns 0-3: all four kept
+            return bytes(raw)
+
+        dec = self.write("wanda", mask=three)
+        r, _ = self.prune(dec)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(dec, r.stderr)
+        self.assertIn(".mask", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "out-wanda.decisions")))
 
 
 class SamplesTest(unittest.TestCase):

@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", required=True, choices=planning.METHODS, help="wanda, ria or sparsegpt")
     parser.add_argument("--text", required=True, metavar="FILE", help="calibration text: plain, or JSON Lines with a \"text\" field")
     parser.add_argument("--samples", type=int, default=128, metavar="N", help="calibration samples (default 128)")
-    parser.add_argument("--seqlen", type=int, default=2048, metavar="N", help="tokens per sample (default 2048)")
+    parser.add_argument("--seqlen", type=int, metavar="N",
+                        help=f"tokens per sample (default: the model's max_position_embeddings, at most {planning.DEFAULT_SEQLEN})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the samples' offsets (default 0)")
     parser.add_argument("--scope", choices=planning.SCOPES, default="all", help="prune's default targets: all, attn or mlp (default all)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="decisions file to write (safetensors)")
@@ -104,8 +105,9 @@ def _device(torch):
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def _progress(layers: int, quiet: bool) -> "tuple[Optional[Callable[[int], None]], Callable[[], None]]":
-    if quiet or not sys.stderr.isatty():
+def _progress(layers: int) -> "tuple[Optional[Callable[[int], None]], Callable[[], None]]":
+    """A tqdm bar over the layers when stderr is a terminal."""
+    if not sys.stderr.isatty():
         return None, lambda: None
     try:
         from tqdm import tqdm
@@ -118,12 +120,15 @@ def _progress(layers: int, quiet: bool) -> "tuple[Optional[Callable[[int], None]
 def _run(args: argparse.Namespace) -> dict:
     if args.samples < 1:
         raise InputError(f"--samples {args.samples}: want at least 1")
-    if args.seqlen < 2:
+    if args.seqlen is not None and args.seqlen < 2:
         raise InputError(f"--seqlen {args.seqlen}: want at least 2 tokens")
+    if not -(1 << 63) <= args.seed < 1 << 63:
+        raise InputError(f"--seed {args.seed}: want a 64-bit integer")
     if args.method not in planning.METHODS:
         raise InputError(f"--method {args.method!r}: want one of {', '.join(planning.METHODS)}")
     out = planning.output_path(args.output, args.force)
     pl = planning.make(args.model, args.scope, args.seqlen)
+    seqlen = pl.seqlen
     vocab = pl.config.get("vocab_size")
     if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1:
         raise InputError(f"{os.path.join(pl.directory, 'config.json')}: vocab_size {vocab!r}: want a positive integer")
@@ -132,10 +137,10 @@ def _run(args: argparse.Namespace) -> dict:
     device = _device(torch)
     from . import data, output, stream
 
-    ids = data.calibration_ids(pl.directory, txt, args.samples, args.seqlen, args.seed, vocab)
+    ids = data.calibration_ids(pl.directory, txt, args.samples, seqlen, args.seed, vocab)
     described = text.describe(txt)
-    meta = output.metadata(args.method, args.model, described, args.samples, args.seqlen, args.seed)
-    progress, done = _progress(pl.layers, args.json)
+    meta = output.metadata(args.method, args.model, described, args.samples, seqlen, args.seed)
+    progress, done = _progress(pl.layers)
     try:
         result = stream.calibrate(pl, ids, args.method, out, meta, device, progress=progress)
     finally:
@@ -145,7 +150,7 @@ def _run(args: argparse.Namespace) -> dict:
         "model": args.model,
         "text": described,
         "samples": args.samples,
-        "seqlen": args.seqlen,
+        "seqlen": seqlen,
         "seed": args.seed,
         "params": meta["params"],
         "layers": result.layers,

@@ -47,17 +47,26 @@ def _float(t: Tensor) -> Tensor:
     return t if t.dtype == torch.float64 else t.float()
 
 
-def _keep_groups(s: Tensor) -> Tensor:
-    """s [..., 4] → bool [..., 4]: element j is kept when fewer than 2 others
-    beat it; l beats j when s_l > s_j, or s_l == s_j and l < j. That order is
-    total once NaN counts as -inf, so exactly 2 of every 4 are kept."""
-    s = torch.where(torch.isnan(s), torch.full_like(s, float("-inf")), s)
+def _lower(device: torch.device) -> Tensor:
+    """[j, l] = l < j over one group."""
+    idx = torch.arange(GROUP, device=device)
+    return idx.unsqueeze(0) < idx.unsqueeze(1)
+
+
+def _keep_ranked(s: Tensor, lower: Tensor) -> Tensor:
+    """s [..., 4] without NaN → bool [..., 4]: element j is kept when fewer
+    than 2 others beat it; l beats j when s_l > s_j, or s_l == s_j and
+    l < j. That order is total, so exactly 2 of every 4 are kept."""
     mine = s.unsqueeze(-1)  # [..., j, 1]
     other = s.unsqueeze(-2)  # [..., 1, l]
-    idx = torch.arange(GROUP, device=s.device)
-    lower = idx.unsqueeze(0) < idx.unsqueeze(1)  # [j, l]: l < j
     beats = (other > mine) | ((other == mine) & lower)
     return beats.sum(dim=-1) < KEEP
+
+
+def _keep_groups(s: Tensor) -> Tensor:
+    """_keep_ranked with NaN counted as -inf."""
+    s = torch.where(torch.isnan(s), torch.full_like(s, float("-inf")), s)
+    return _keep_ranked(s, _lower(s.device))
 
 
 def keep_2_of_4(scores: Tensor) -> Tensor:
@@ -151,30 +160,33 @@ def sparsegpt(weight: Tensor, hessian: Tensor, block: int = SPARSEGPT_BLOCK, dam
         h = h.clone()
     u = inverse_factor(h, w, dampening, where)
     del h
+    lower = _lower(w.device)
     keep = torch.empty((n, k), dtype=torch.bool, device=w.device)
     for i1 in range(0, k, block):
         i2 = min(i1 + block, k)
         w1 = w[:, i1:i2]  # a view: the block is updated in place
         u1 = u[i1:i2, i1:i2]
         d = u1.diagonal()
+        d2 = d.square()
+        rd = d.reciprocal()
         err = torch.zeros((n, i2 - i1), dtype=ft, device=w.device)
         for g in range(0, i2 - i1, GROUP):
             cols = w1[:, g : g + GROUP]
             if g:
-                cols -= err[:, :g] @ u1[:g, g : g + GROUP]
-            dg = d[g : g + GROUP]
-            kg = _keep_groups((cols.square() / dg.square()).unsqueeze(1)).squeeze(1)
+                cols.addmm_(err[:, :g], u1[:g, g : g + GROUP], alpha=-1)
+            # The scores w²/U_jj² are finite while w is (the result is
+            # checked below), so the ranking needs no NaN handling.
+            kg = _keep_ranked(cols.square().div_(d2[g : g + GROUP]), lower)
             keep[:, i1 + g : i1 + g + GROUP] = kg
             # A pruned column's error is w / U_jj (q = 0), a kept one's is 0.
-            scale = (~kg).to(ft) / dg
+            scale = torch.mul(kg.logical_not(), rd[g : g + GROUP])
             for j in range(GROUP):
-                e = cols[:, j] * scale[:, j]
-                err[:, g + j] = e
+                e = torch.mul(cols[:, j], scale[:, j], out=err[:, g + j])
                 if j + 1 < GROUP:
-                    cols[:, j + 1 :] -= e.unsqueeze(1) * u1[g + j, g + j + 1 : g + GROUP].unsqueeze(0)
+                    cols[:, j + 1 :].addcmul_(e.unsqueeze(1), u1[g + j, g + j + 1 : g + GROUP].unsqueeze(0), value=-1)
             cols.mul_(kg)
         if i2 < k:
-            w[:, i2:] -= err @ u[i1:i2, i2:]
+            w[:, i2:].addmm_(err, u[i1:i2, i2:], alpha=-1)
     if not bool(torch.isfinite(w).all()):
         raise CalibrationError(f"{where}: the SparseGPT update is not finite")
     return w, keep

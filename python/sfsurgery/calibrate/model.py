@@ -64,8 +64,11 @@ class Checkpoint:
         if config.model_type not in SUPPORTED_TYPES:
             raise InputError(f"{where}: model_type {config.model_type!r}: calibrate supports {', '.join(SUPPORTED_TYPES)}")
         check_seqlen(seqlen, getattr(config, "max_position_embeddings", None), where)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        try:
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        except (ValueError, ImportError, KeyError) as e:
+            raise CheckpointError(f"{where}: transformers cannot build the model: {_first_line(e)}") from None
         model.eval()
         if getattr(model.config, "_attn_implementation", None) != "sdpa":
             raise CheckpointError(f"{where}: transformers chose attention {model.config._attn_implementation!r}, not sdpa")

@@ -9,7 +9,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import layout, tool
 from ..errors import CheckpointError, InputError
@@ -21,6 +21,9 @@ METHODS = ("wanda", "ria", "sparsegpt")
 # (sfsurgery.calibrate.methods uses these values).
 METHOD_PARAMS = {"wanda": {}, "ria": {"alpha": 0.5}, "sparsegpt": {"dampening": 0.01, "block": 128}}
 SCOPES = ("all", "attn", "mlp")
+# The sample length when none is asked for: the model's
+# max_position_embeddings, at most this (the papers' 2048).
+DEFAULT_SEQLEN = 2048
 DTYPES = ("BF16", "F16", "F32")
 
 # Where a decoder layer's tensors and the token embeddings are, in the
@@ -46,12 +49,14 @@ class Target:
 @dataclass(frozen=True)
 class Plan:
     """A checked calibration: the model as given, its directory and
-    config, its decoder layer count, the targets in name order, and every
-    tensor of the checkpoint (sfsurgery.layout.read_tensors)."""
+    config, the samples' length, its decoder layer count, the targets in
+    layer and name order, and every tensor of the checkpoint
+    (sfsurgery.layout.read_tensors)."""
 
     model: str
     directory: str
     config: dict
+    seqlen: int
     layers: int
     targets: Tuple[Target, ...]
     tensors: Dict[str, layout.TensorInfo]
@@ -91,6 +96,15 @@ def model_directory(model: str) -> str:
     if not tensors:
         raise CheckpointError(f"{model}: no tensors")
     return os.path.dirname(next(iter(tensors.values())).path)
+
+
+def default_seqlen(config: dict) -> int:
+    """The samples' length when none is asked for: max_position_embeddings
+    (when config.json has one), at most DEFAULT_SEQLEN."""
+    most = config.get("max_position_embeddings")
+    if isinstance(most, int) and not isinstance(most, bool) and most >= 2:
+        return min(DEFAULT_SEQLEN, most)
+    return DEFAULT_SEQLEN
 
 
 def check_seqlen(seqlen: int, max_positions: object, where: str) -> None:
@@ -171,19 +185,24 @@ def layer_targets(model: str, listed: Sequence[dict], layers: int, tensors: Dict
     return tuple(sorted(out, key=lambda x: (x.layer, x.name)))
 
 
-def make(model: str, scope: str, seqlen: int) -> Plan:
-    """Checks the model for a calibration of samples of seqlen tokens with
-    the targets of scope, and returns the plan."""
+def make(model: str, scope: str, seqlen: Optional[int] = None, tokenizer: bool = True) -> Plan:
+    """Checks the model for a calibration of samples of seqlen tokens
+    (default_seqlen when None) with the targets of scope, and returns the
+    plan. tokenizer=False skips the tokenizer check, for callers that
+    bring token ids of their own."""
     if scope not in SCOPES:
         raise InputError(f"--scope {scope!r}: want one of {', '.join(SCOPES)}")
     directory = model_directory(model)
     where = os.path.join(directory, "config.json")
     config = layout.read_config(directory)
+    if seqlen is None:
+        seqlen = default_seqlen(config)
     layers = check_config(config, where, seqlen)
-    check_tokenizer(directory)
+    if tokenizer:
+        check_tokenizer(directory)
     tensors = layout.read_tensors(model)
     embed = EMBEDDINGS + ".weight"
     if embed not in tensors:
         raise CheckpointError(f"{model}: no {embed}: calibration starts from the token embeddings")
     targets = layer_targets(model, prune_targets(model, scope), layers, tensors)
-    return Plan(model, directory, config, layers, targets, tensors)
+    return Plan(model, directory, config, seqlen, layers, targets, tensors)
