@@ -5,7 +5,6 @@ layout, the decisions file written and read back, and the block-sequential
 driver against the reference's layer-by-layer loop on a small float64
 model. Skipped without torch."""
 
-import json
 import os
 import tempfile
 import types
