@@ -37,7 +37,7 @@ type entry struct {
 }
 
 // Open opens the decisions file at path with the strict safetensors
-// reader and validates it in itself (see [Check]). A file that is not
+// reader and validates it in itself (see [FromHeader]). A file that is not
 // safetensors, or whose header is malformed, is an [*Error] wrapping the
 // reader's error too.
 func Open(path string) (*File, error) {
@@ -51,7 +51,7 @@ func Open(path string) (*File, error) {
 		}
 		return nil, &Error{File: path, Detail: "not a decisions file: " + detail, Err: err}
 	}
-	d, err := Check(path, &f.Header)
+	d, err := FromHeader(path, &f.Header)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -60,14 +60,14 @@ func Open(path string) (*File, error) {
 	return d, nil
 }
 
-// Check validates the header h of the decisions file at path (a path
+// FromHeader validates the header h of the decisions file at path (a path
 // only for the errors) and returns the file without its data: the
 // metadata ([ParseMeta]); every tensor named P.weight.mask, U8 of rank
 // 2, or P.weight.update, F16, BF16 or F32 of rank 2; an update beside
 // every mask for sparsegpt, none for the other methods, and no update
 // without its mask. Errors are [*Error] values; with several faults, the
 // first by tensor name is reported.
-func Check(path string, h *checkpoint.Header) (*File, error) {
+func FromHeader(path string, h *checkpoint.Header) (*File, error) {
 	refuse := func(tensor, format string, args ...any) error {
 		return &Error{File: path, Tensor: tensor, Detail: fmt.Sprintf(format, args...)}
 	}

@@ -44,11 +44,11 @@ func FuzzParseMeta(f *testing.F) {
 	})
 }
 
-// FuzzCheck feeds Check any safetensors header the strict reader
+// FuzzFromHeader feeds FromHeader any safetensors header the strict reader
 // accepts: it never panics, and what it accepts names only masks (U8
 // matrices) and updates (float matrices, sparsegpt's only, each beside
 // its mask).
-func FuzzCheck(f *testing.F) {
+func FuzzFromHeader(f *testing.F) {
 	seed := func(meta decisions.Meta, tensors string, dataLen uint32) {
 		md, _ := json.Marshal(meta.Encode())
 		f.Add(`{"__metadata__":{"sfsurgery_decisions":`+string(md)+`}`+tensors+`}`, dataLen)
@@ -64,7 +64,7 @@ func FuzzCheck(f *testing.F) {
 		if err != nil {
 			return
 		}
-		d, err := decisions.Check("fuzz.safetensors", h)
+		d, err := decisions.FromHeader("fuzz.safetensors", h)
 		if err != nil {
 			if !errors.Is(err, decisions.ErrInvalid) || !strings.HasPrefix(err.Error(), "fuzz.safetensors: ") {
 				t.Fatalf("error %q", err)
