@@ -18,7 +18,7 @@ import (
 type planFlags struct {
 	shapes, ms, dtype, limits, from, gpuName string
 	gpu                                      int
-	fuse, asJSON                    bool
+	fuse, asJSON                             bool
 }
 
 func newPlanCmd() *cobra.Command {
