@@ -18,11 +18,11 @@ import sys
 from types import ModuleType
 from typing import Optional, Sequence
 
-from . import __version__, perplexity
+from . import __version__, calibrate, perplexity
 from .errors import SfsurgeryError
 
 # The commands, in the order --help lists them.
-COMMANDS = (perplexity,)
+COMMANDS = (perplexity, calibrate)
 
 # The exit status of a command that could not run.
 EXIT_FAILED = 2

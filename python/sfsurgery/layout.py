@@ -110,6 +110,22 @@ def read_tensors(path: str) -> Dict[str, TensorInfo]:
     return out
 
 
+def model_directory(model: str) -> str:
+    """The directory of a model given as a directory or as a Hugging Face
+    model id (org/name[@revision]): a directory as it is, an id as the Go
+    reader resolves it in the local cache, offline (inspect); a file, or
+    anything the reader cannot resolve, raises CheckpointError naming it."""
+    if os.path.isdir(model):
+        return model
+    if os.path.isfile(model):
+        raise CheckpointError(f"{model}: a file; want a model directory (config.json, tokenizer, safetensors)")
+    path = inspect(model).get("path") or ""
+    d = path if os.path.isdir(path) else os.path.dirname(path)
+    if not os.path.isdir(d):
+        raise CheckpointError(f"{model}: sfsurgery inspect resolved it to {path!r}, which is not a directory here")
+    return d
+
+
 def read_config(path: str) -> dict:
     """Reads a checkpoint directory's config.json."""
     cfg = os.path.join(path, "config.json")

@@ -12,7 +12,8 @@ is the papers' number: they average each window's mean loss, and every
 window has seqlen − 1 predictions.
 
 MODEL is a directory or a Hugging Face model id (org/name[@revision]) in
-the local cache, read offline: a dense or dense-pruned checkpoint loads
+the local cache, read offline (resolved by the sfsurgery binary, as every
+sfsurgery command resolves it): a dense or dense-pruned checkpoint loads
 with transformers' AutoModelForCausalLM, on the GPU when there is one; an
 `sfsurgery prune --format ampere` output loads through the package's
 quantizer and runs its projections on sfsurgery's kernels (a GPU is
@@ -27,10 +28,10 @@ in CI); torch and transformers are imported by run().
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
-import re
 import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -58,10 +59,6 @@ CE_CHUNK_BYTES = 1 << 30
 # Files of which a model directory must hold one to have a tokenizer.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tekken.json", "tiktoken.model", "spiece.model", "vocab.txt")
 
-_HUB_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
-_HUB_ID = re.compile(rf"^({_HUB_PART})/({_HUB_PART})(?:@([A-Za-z0-9_./-]{{1,255}}))?$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
@@ -88,47 +85,6 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--windows {args.windows}: want 0 (all) or more")
     if args.batch is not None and args.batch < 1:
         raise InputError(f"--batch {args.batch}: want at least 1 window")
-
-
-def hub_cache(env: Mapping[str, str]) -> str:
-    """The Hugging Face cache directory as huggingface_hub finds it:
-    $HF_HUB_CACHE, $HUGGINGFACE_HUB_CACHE, $HF_HOME/hub,
-    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub."""
-    for name, sub in (("HF_HUB_CACHE", ""), ("HUGGINGFACE_HUB_CACHE", ""), ("HF_HOME", "hub"),
-                      ("XDG_CACHE_HOME", os.path.join("huggingface", "hub"))):
-        if env.get(name):
-            return os.path.join(os.path.expanduser(env[name]), sub) if sub else os.path.expanduser(env[name])
-    return os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub")
-
-
-def locate(model: str, env: Optional[Mapping[str, str]] = None) -> str:
-    """The directory MODEL names: an existing path as it is, else a model
-    id's snapshot in the local Hugging Face cache (hub_cache; revision
-    main unless @revision names one). InputError, naming what is missing
-    and where, otherwise."""
-    if os.path.isdir(model):
-        return model
-    if os.path.exists(model):
-        raise InputError(f"{model}: not a model directory")
-    m = _HUB_ID.match(model)
-    if not m or "--" in model.split("@")[0] or ".." in model:
-        raise InputError(f"{model}: no such directory")
-    org, name, rev = m.group(1), m.group(2), m.group(3) or "main"
-    cache = hub_cache(os.environ if env is None else env)
-    repo = os.path.join(cache, f"models--{org}--{name}")
-    commit = rev
-    if not _COMMIT.match(rev):
-        ref = os.path.join(repo, "refs", rev)
-        try:
-            with open(ref) as f:
-                commit = f.read().strip()
-        except OSError:
-            raise InputError(f"{model}: no such directory, and not in the Hugging Face cache {cache} "
-                             f"(no {os.path.relpath(ref, cache)}): download it first") from None
-    snap = os.path.join(repo, "snapshots", commit)
-    if not os.path.isdir(snap):
-        raise InputError(f"{model}: not in the Hugging Face cache {cache} (no {os.path.relpath(snap, cache)}): download it first")
-    return snap
 
 
 def find_tokenizer(path: str) -> str:
@@ -324,15 +280,19 @@ def _progress(total: int):
     return tqdm(total=total, unit="window", desc="perplexity", file=sys.stderr, leave=False)
 
 
-def run(args: argparse.Namespace) -> int:
-    """The command: checks everything it can before loading the model,
-    then evaluates and prints the result."""
-    check_args(args)
-    t = text.read(args.text)
-    path = locate(args.model)
+def measure(model: str, textfile: str, seqlen: Optional[int] = None, windows: int = 0, batch: Optional[int] = None,
+            tokens: Optional[Dict[Tuple[str, str], List[int]]] = None) -> Dict[str, Any]:
+    """The perplexity of model on textfile (the command's MODEL, --text,
+    --seqlen, --windows and --batch): checks everything it can before
+    loading the model, then evaluates and returns the --json result.
+    tokens, where given, caches the text's token ids by (tokenizer file
+    digest, text digest) across calls in one process."""
+    check_args(argparse.Namespace(seqlen=seqlen, windows=windows, batch=batch))
+    t = text.read(textfile)
+    path = layout.model_directory(model)
     cfg_path = os.path.join(path, "config.json")
     cfg = layout.read_config(path)
-    find_tokenizer(path)
+    tok_file = find_tokenizer(path)
     ampere = is_ampere(cfg)
     try:
         import torch
@@ -348,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
     tc = conf.get_text_config() if hasattr(conf, "get_text_config") else conf
     max_positions = getattr(tc, "max_position_embeddings", None) or getattr(tc, "n_positions", None)
     vocab = tc.vocab_size
-    seqlen = choose_seqlen(args.seqlen, max_positions, cfg_path)
+    seqlen = choose_seqlen(seqlen, max_positions, cfg_path)
     if ampere:
         from . import serve
 
@@ -356,35 +316,58 @@ def run(args: argparse.Namespace) -> int:
             serve.check_gpu()
         except DeviceError as e:
             raise DeviceError(f"{path}: an sfsurgery ampere checkpoint runs on sfsurgery's GPU kernels: {e}") from None
+    key = (_digest(os.path.join(path, tok_file)), t.sha256)
+    ids = tokens.get(key) if tokens is not None else None
+    if ids is None:
+        try:
+            tok = AutoTokenizer.from_pretrained(path)
+        except Exception as e:  # tokenizers raises plain Exceptions for a malformed file
+            raise InputError(f"{path}: cannot load its tokenizer: {type(e).__name__}: {e}") from None
+        ids = tokenize(tok, t.text)
+        if tokens is not None:
+            tokens[key] = ids
     try:
-        tok = AutoTokenizer.from_pretrained(path)
-    except Exception as e:  # tokenizers raises plain Exceptions for a malformed file
-        raise InputError(f"{path}: cannot load its tokenizer: {type(e).__name__}: {e}") from None
-    ids = tokenize(tok, t.text)
-    try:
-        starts = text.windows(len(ids), seqlen, args.windows)
+        starts = text.windows(len(ids), seqlen, windows)
     except InputError as e:
-        raise InputError(f"{args.text}: {e}") from None
+        raise InputError(f"{textfile}: {e}") from None
     n = len(starts)
     used = ids[: n * seqlen]
-    text.check_ids(used, vocab, f"{args.text} tokenized by {path}")
+    text.check_ids(used, vocab, f"{textfile} tokenized by {path}")
 
-    model = load_model(path, ampere)
-    dtype = str(model.dtype).replace("torch.", "")
-    batch = choose_batch(args.batch, n, seqlen, vocab, torch.empty((), dtype=model.dtype).element_size())
-    x = torch.tensor(used, dtype=torch.long, device=model.device).view(n, seqlen)
-    dev = model.device
+    lm = load_model(path, ampere)
+    dtype = str(lm.dtype).replace("torch.", "")
+    batch = choose_batch(batch, n, seqlen, vocab, torch.empty((), dtype=lm.dtype).element_size())
+    x = torch.tensor(used, dtype=torch.long, device=lm.device).view(n, seqlen)
+    dev = lm.device
     device = torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev)
     bar = _progress(n)
     oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
     try:
-        nll, seconds = evaluate(model, x, batch, bar)
+        nll, seconds = evaluate(lm, x, batch, bar)
     except oom:
         raise DeviceError(f"out of GPU memory with {batch} windows of {seqlen} tokens per pass: use a smaller --batch") from None
     finally:
         if bar is not None:
             bar.close()
-    r = result(args.model, "ampere" if ampere else "dense", text.describe(t), len(ids), seqlen, n, batch, nll, seconds,
-               dtype, device)
+        del x
+    del lm
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return result(model, "ampere" if ampere else "dense", text.describe(t), len(ids), seqlen, n, batch, nll, seconds,
+                  dtype, device)
+
+
+def _digest(path: str) -> str:
+    """The SHA-256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command: measure, then print the result."""
+    r = measure(args.model, args.text, args.seqlen, args.windows, args.batch)
     print(json.dumps(r) if args.json else summary(r))
     return 0

@@ -140,7 +140,7 @@ class RefusalTest(unittest.TestCase):
         m = Model(self.tmp, "gpt", model_type="gpt2")
         self.refused(self.argv(m.path), r"gpt/config\.json: model_type 'gpt2': calibrate supports llama, mistral, qwen2")
         self.refused(self.argv(os.path.join(self.tmp, "nothing")), r"nothing")
-        self.refused(self.argv(os.path.join(TINY, "model-00001-of-00002.safetensors")), r"a single file; calibrate needs a model directory")
+        self.refused(self.argv(os.path.join(TINY, "model-00001-of-00002.safetensors")), r"model-00001-of-00002.safetensors: a file; want a model directory")
         self.refused(self.argv(TINY), r"tiny-llama-bf16: no tokenizer \(tokenizer\.json, tokenizer\.model, .*\): calibration text is tokenized by the model's tokenizer")
         long = Model(self.tmp, "long")
         self.refused(self.argv(long.path, "--seqlen", "512"), r"long/config\.json: --seqlen 512 is above the model's max_position_embeddings 256")

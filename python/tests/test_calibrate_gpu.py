@@ -66,12 +66,8 @@ def env() -> dict:
 
 
 def calibrate_argv() -> list:
-    """`python -m sfsurgery calibrate`, through cli.main with the
-    calibrate command where cli.COMMANDS does not list it yet."""
-    if calibrate in cli.COMMANDS:
-        return [sys.executable, "-m", "sfsurgery", "calibrate"]
-    return [sys.executable, "-c", "import sys; from sfsurgery import calibrate, cli; sys.exit(cli.main(sys.argv[1:], commands=(calibrate,)))",
-            "calibrate"]
+    """`python -m sfsurgery calibrate`."""
+    return [sys.executable, "-m", "sfsurgery", "calibrate"]
 
 
 def run(argv, check=True):

@@ -18,7 +18,7 @@ import unittest
 from unittest import mock
 
 from fixtures import REPO, TINY, sfsurgery_bin
-from sfsurgery import cli, perplexity
+from sfsurgery import cli, layout, perplexity
 from sfsurgery.errors import CheckpointError, InputError
 
 try:
@@ -108,10 +108,10 @@ class ArgsTest(Scratch):
         self.assertRefused([TINY, "--text", empty], r"empty\.txt: empty text")
 
     def test_model_refusals(self):
-        self.assertRefused([os.path.join(self.dir, "nope"), "--text", self.text], r"nope: no such directory")
-        self.assertRefused([self.text, "--text", self.text], r"t\.txt: not a model directory")
+        self.assertRefused([os.path.join(self.dir, "nope"), "--text", self.text], r"nope: no such file or directory")
+        self.assertRefused([self.text, "--text", self.text], r"t\.txt: a file; want a model directory")
         with mock.patch.dict(os.environ, {"HF_HUB_CACHE": os.path.join(self.dir, "cache")}):
-            self.assertRefused(["org/model", "--text", self.text], r"org/model: no such directory, and not in the Hugging Face cache")
+            self.assertRefused(["org/model", "--text", self.text], r"model org/model is not in the Hugging Face cache")
         self.assertRefused([TINY, "--text", self.text], r"tiny-llama-bf16: no tokenizer \(none of tokenizer\.json")
         self.assertRefused([self.dir, "--text", self.text], r"config\.json: No such file or directory")
 
@@ -126,55 +126,31 @@ class ArgsTest(Scratch):
         assertOneLine(self, r.stderr, r"perplexity needs torch and transformers 5 ")
 
 
-class LocateTest(Scratch):
-    def cache(self, refs=None, snapshots=()):
+class ModelDirectoryTest(Scratch):
+    """MODEL is a directory, or a hub id the sfsurgery binary resolves in
+    the local cache (layout.model_directory)."""
+
+    def test_directory(self):
+        self.assertEqual(layout.model_directory(self.dir), self.dir)
+
+    def test_hub_id(self):
+        commit = "a" * 40
         c = os.path.join(self.dir, "hub")
-        repo = os.path.join(c, "models--org--name")
-        for ref, commit in (refs or {}).items():
-            write(os.path.join(repo, "refs", ref), commit + "\n")
-        for s in snapshots:
-            os.makedirs(os.path.join(repo, "snapshots", s))
-        return c
+        snap = os.path.join(c, "models--org--name", "snapshots", commit)
+        shutil.copytree(TINY, snap)
+        write(os.path.join(c, "models--org--name", "refs", "main"), commit)
+        with mock.patch.dict(os.environ, {"HF_HUB_CACHE": c, "SFSURGERY_BIN": sfsurgery_bin()}):
+            self.assertEqual(layout.model_directory("org/name"), snap)
+            self.assertEqual(layout.model_directory(f"org/name@{commit}"), snap)
+            with self.assertRaisesRegex(CheckpointError, r"model org/other is not in the Hugging Face cache at .*hub"):
+                layout.model_directory("org/other")
 
-    def test_directory_wins(self):
-        self.assertEqual(perplexity.locate(self.dir, {}), self.dir)
-
-    def test_cache(self):
-        a, b = "a" * 40, "b" * 40
-        c = self.cache({"main": a, "v1": b}, [a, b])
-        snap = lambda h: os.path.join(c, "models--org--name", "snapshots", h)  # noqa: E731
-        for env in ({"HF_HUB_CACHE": c}, {"HUGGINGFACE_HUB_CACHE": c}, {"HF_HOME": os.path.dirname(c) + "/x", "HF_HUB_CACHE": c}):
-            self.assertEqual(perplexity.locate("org/name", env), snap(a))
-        self.assertEqual(perplexity.locate("org/name@v1", {"HF_HUB_CACHE": c}), snap(b))
-        self.assertEqual(perplexity.locate(f"org/name@{b}", {"HF_HUB_CACHE": c}), snap(b))
-        home = os.path.join(self.dir, "home")
-        shutil.copytree(c, os.path.join(home, "hub"))
-        self.assertEqual(perplexity.locate("org/name", {"HF_HOME": home}),
-                         os.path.join(home, "hub", "models--org--name", "snapshots", a))
-
-    def test_not_cached(self):
-        a = "a" * 40
-        c = self.cache({"main": a}, [])
-        for model, want in [
-            ("org/name", r"not in the Hugging Face cache .* \(no models--org--name/snapshots/a{40}\)"),
-            ("org/name@dev", r"not in the Hugging Face cache .* \(no models--org--name/refs/dev\)"),
-            ("org/other", r"no models--org--other/refs/main"),
-            ("org--x/name", "no such directory$"),
-            ("org/na..me", "no such directory$"),
-            ("-org/name", "no such directory$"),
-            ("justname", "no such directory$"),
-        ]:
-            with self.subTest(model=model), self.assertRaisesRegex(InputError, want):
-                perplexity.locate(model, {"HF_HUB_CACHE": c})
-
-    def test_hub_cache(self):
-        for env, want in [
-            ({"HF_HUB_CACHE": "/a", "HF_HOME": "/b"}, "/a"),
-            ({"HF_HOME": "/b", "XDG_CACHE_HOME": "/c"}, "/b/hub"),
-            ({"XDG_CACHE_HOME": "/c"}, "/c/huggingface/hub"),
-            ({}, os.path.expanduser("~/.cache/huggingface/hub")),
-        ]:
-            self.assertEqual(perplexity.hub_cache(env), want)
+    def test_refused(self):
+        with self.assertRaisesRegex(CheckpointError, r"t\.txt: a file; want a model directory"):
+            layout.model_directory(self.text)
+        with mock.patch.dict(os.environ, {"SFSURGERY_BIN": sfsurgery_bin()}):
+            with self.assertRaisesRegex(CheckpointError, r"nope: no such file or directory"):
+                layout.model_directory(os.path.join(self.dir, "nope"))
 
 
 class ConfigTest(Scratch):

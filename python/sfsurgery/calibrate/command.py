@@ -2,7 +2,7 @@
 
 HELP is the one-line summary, DESCRIPTION the --help text;
 add_arguments(parser) fills a parser (and sets its description);
-run(args) calibrates and returns the exit status (0, or 1 when
+run(args) calibrates and returns the exit status (0, or 2 when
 calibration itself fails); input it cannot use raises SfsurgeryError (one
 line naming what and where; nothing written), which `python -m sfsurgery`
 prints and exits 2 for (cli.py). The checks that need no torch run first,
@@ -65,22 +65,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs calibrate with parsed args; returns the exit status: 0, or 1
-    (said in one line on stderr) when calibration itself fails. Input it
-    cannot use raises SfsurgeryError before anything is written (the
-    command line prints it and exits 2)."""
+    """Runs calibrate with parsed args; returns the exit status: 0, or 2
+    (said in one line on stderr, nothing written) when calibration itself
+    fails. Input it cannot use raises SfsurgeryError before anything is
+    written (the command line prints it and exits 2)."""
     try:
-        doc = _run(args)
+        doc = calibrate(args)
     except CalibrationError as e:
         print(f"sfsurgery: {e}", file=sys.stderr)
-        return 1
+        return 2
     except RuntimeError as e:
         if "out of memory" not in str(e):
             raise
         print(f"sfsurgery: out of GPU memory: {(str(e).strip().splitlines() or [''])[0]}", file=sys.stderr)
-        return 1
+        return 2
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(doc))
     else:
         gib = doc["peak_gpu_bytes"] / (1 << 30)
         print(
@@ -117,7 +117,11 @@ def _progress(layers: int) -> "tuple[Optional[Callable[[int], None]], Callable[[
     return (lambda i: bar.update(1)), bar.close
 
 
-def _run(args: argparse.Namespace) -> dict:
+def calibrate(args: argparse.Namespace) -> dict:
+    """Calibrates with parsed args (add_arguments' names) and writes the
+    decisions file; returns what --json prints. Raises SfsurgeryError for
+    input it cannot use and CalibrationError when calibration fails, with
+    nothing written."""
     if args.samples < 1:
         raise InputError(f"--samples {args.samples}: want at least 1")
     if args.seqlen is not None and args.seqlen < 2:

@@ -84,20 +84,6 @@ def output_path(path: str, force: bool) -> str:
     return full
 
 
-def model_directory(model: str) -> str:
-    """The directory holding the model's config.json and tokenizer: model
-    itself, or for a model the checkpoint reader resolves elsewhere (a hub
-    id in the local cache), the directory of its shards."""
-    if os.path.isdir(model):
-        return model
-    if os.path.isfile(model):
-        raise InputError(f"{model}: a single file; calibrate needs a model directory with config.json and a tokenizer")
-    tensors = layout.read_tensors(model)
-    if not tensors:
-        raise CheckpointError(f"{model}: no tensors")
-    return os.path.dirname(next(iter(tensors.values())).path)
-
-
 def default_seqlen(config: dict) -> int:
     """The samples' length when none is asked for: max_position_embeddings
     (when config.json has one), at most DEFAULT_SEQLEN."""
@@ -192,7 +178,7 @@ def make(model: str, scope: str, seqlen: Optional[int] = None, tokenizer: bool =
     bring token ids of their own."""
     if scope not in SCOPES:
         raise InputError(f"--scope {scope!r}: want one of {', '.join(SCOPES)}")
-    directory = model_directory(model)
+    directory = layout.model_directory(model)
     where = os.path.join(directory, "config.json")
     config = layout.read_config(directory)
     if seqlen is None:
