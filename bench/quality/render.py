@@ -127,12 +127,105 @@ def perplexity_section(doc: Mapping) -> List[str]:
     out += table(["model", "held-out perplexity", "vs dense", "served vs dense-pruned", "kept magnitude"], rows)
     out += ["", f"The dense model on {count(dt['windows'])} windows of train.txt (files it trained on): {ppl(dt['perplexity'])}; "
                 f"held-out is {pct(gap)} from it (the bound for a model that is not overfit: {HELDOUT_BOUND:.0%})."]
+    return out
+
+
+def mean(xs: List[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def seed_figures(row: Mapping) -> List[float]:
+    """A row's dense-pruned held-out perplexity at each calibration seed
+    (the row's own alone where it has no seeds)."""
+    return [s["perplexity"] for s in row.get("seeds") or [dict(perplexity=row["dense_pruned"]["perplexity"])]]
+
+
+# The issue's order of the methods on the test model, best first, and its
+# bound on SparseGPT's increase over dense relative to magnitude's.
+ORDER = (("sparsegpt", "ria"), ("sparsegpt", "wanda"), ("ria", "magnitude"), ("wanda", "magnitude"))
+SPARSEGPT_BOUND = 0.4
+
+
+def methods_section(doc: Mapping) -> List[str]:
+    """The calibrated methods: perplexity over seeds, the reference
+    implementations, calibration time and memory, and the order of the
+    methods against the spread over seeds."""
     cal = [r for r in doc["rows"] if r.get("calibration")]
-    if cal:
-        out += ["", "Calibration (`python -m sfsurgery calibrate`, on train.txt):", ""]
-        out += table(["method", "seed", "seconds", "peak GPU memory"],
-                     [[r["method"], str(r["seed"]), f"{r['calibration']['seconds']:.1f}",
-                       gib(r["calibration"]["peak_gpu_bytes"])] for r in cal])
+    if not cal:
+        return []
+    d = doc["dense"]["heldout"]["perplexity"]
+    by = {r["method"]: r for r in doc["rows"]}
+    rows = []
+    for r in cal:
+        figs = seed_figures(r)
+        ref = r.get("reference")
+        rows.append([r["method"], ppl(r["dense_pruned"]["perplexity"]), ppl(r["ampere"]["perplexity"]),
+                     f"{ppl(min(figs))} – {ppl(max(figs))} ({len(figs)} seed{'s' if len(figs) != 1 else ''})", f"{max(figs) - min(figs):.4f}",
+                     ppl(ref["perplexity"]) if ref else "", f"{ref['ours_over_reference']:.4f}" if ref else "",
+                     f"{r['calibration']['seconds']:.1f}", gib(r["calibration"]["peak_gpu_bytes"])])
+    c0 = cal[0]["calibration"]
+    out = ["## Calibrated methods", "",
+           f"`python -m sfsurgery calibrate` on {doc.get('samples', c0.get('samples'))} samples of {c0.get('seqlen', doc['seqlen'])} "
+           f"tokens of train.txt (seeded random windows), block by block, then `sfsurgery prune --decisions`. The row's "
+           f"figures are at calibration seed {cal[0]['seed']}; the seeds column gives the dense-pruned perplexity's range over "
+           f"every seed run. The reference is the plain implementation of the published algorithm in "
+           f"`python/tests/reference_calibration.py` (the whole model on the GPU, hooks, one sample at a time), run on the "
+           f"same samples and scored the same way.", ""]
+    out += table(["method", "held-out, dense-pruned", "served (ampere)", "over seeds", "spread", "reference", "ours / reference",
+                  "calibration s", "peak GPU memory"], rows)
+    checks = []
+    for a, b in ORDER:
+        if a in by and b in by:
+            fa, fb = seed_figures(by[a]), seed_figures(by[b])
+            gap = mean(fb) - mean(fa)
+            spread = max(max(fa) - min(fa), max(fb) - min(fb))
+            checks.append([f"{a} < {b}", f"{mean(fa):.4f} < {mean(fb):.4f}", f"{gap:.4f}", f"{spread:.4f}",
+                           "yes" if gap > spread else "no"])
+    if checks:
+        out += ["", "The order of the methods (mean held-out perplexity over the seeds; a gap counts when it is larger "
+                    "than the larger spread over seeds of the two):", ""]
+        out += table(["order", "perplexity", "gap", "larger spread", "holds"], checks)
+    if "sparsegpt" in by and "magnitude" in by:
+        sg = mean(seed_figures(by["sparsegpt"])) - d
+        mg = by["magnitude"]["dense_pruned"]["perplexity"] - d
+        out += ["", f"SparseGPT raises held-out perplexity by {sg:.4f} over dense, {sg / mg:.2f}x magnitude's {mg:.4f} "
+                    f"(the bound: {SPARSEGPT_BOUND}x)."]
+    return out
+
+
+# The issue's bounds on calibration at scale: seconds on the 8B shape
+# (model loading excluded), and the deeper 70B-shaped checkpoint's peak
+# GPU memory over the shallower one's.
+TIME_BOUNDS = {"wanda": 45.0, "ria": 45.0, "sparsegpt": 240.0}
+DEPTH_BOUND = 1.10
+
+
+def scale_section(doc: Mapping) -> List[str]:
+    """Calibration time on the 8B shape and peak memory against depth
+    (scale.py)."""
+    sc = doc.get("scale")
+    if not sc:
+        return []
+    out = ["## Calibration at model scale", ""]
+    t = sc["times"]
+    if t["methods"]:
+        rows = [[m, f"{r['seconds']:.1f}", f"{r['load_seconds']:.1f}", f"{r['compute_seconds']:.1f}",
+                 f"{TIME_BOUNDS[m]:.0f}" if m in TIME_BOUNDS else "", gib(r["peak_gpu_bytes"])] for m, r in t["methods"].items()]
+        first = next(iter(t["methods"].values()))
+        out += [f"A {shape_name(t['shape'])}-shaped checkpoint (`sfsurgery synth`: random weights, the test model's tokenizer), "
+                f"{first['samples']} samples of {first['seqlen']} tokens of train.txt, one calibration each (seconds from the "
+                f"first sample's embedding to the last decision written; of those, the seconds spent waiting for a layer's "
+                f"weights from the page cache):", ""]
+        out += table(["method", "seconds", "waiting for weights", "the rest", "bound (s)", "peak GPU memory"], rows)
+    dp = sc["depth"]
+    if dp["layers"]:
+        rows = [[n, gib(r["peak_gpu_bytes"]), f"{r['seconds']:.1f}"] for n, r in dp["layers"].items()]
+        out += ["", f"Peak GPU memory of {dp['method']} against depth: {shape_name(dp['shape'])}-shaped checkpoints of a few "
+                    f"decoder layers, {dp['samples']} samples of {sc['seqlen']} tokens:", ""]
+        out += table(["decoder layers", "peak GPU memory", "seconds"], rows)
+        if "deepest_over_shallowest" in dp:
+            out += ["", f"The deepest needs {dp['deepest_over_shallowest']:.3f}x the shallowest's peak (the bound: "
+                        f"{DEPTH_BOUND:.2f}x)."]
     return out
 
 
@@ -202,13 +295,17 @@ def reproduce_section(doc: Mapping, name: str) -> List[str]:
     t = doc.get("throughput")
     if t:
         cmds.append(t["command"])
+    if doc.get("scale"):
+        cmds.append(doc["scale"]["command"])
     cmds.append(f"python3 bench/quality/render.py {name} > {os.path.splitext(name)[0]}.md")
     out = ["## Reproduce", "",
            "From the repository root on a GPU host, with the sfsurgery binary built for it (`--work` keeps the test model "
-           "for throughput.py):", "", "```sh"] + cmds + ["```", "", "The commands they ran ($WORK is run.py's work directory, $DIR throughput.py's):",
+           "for throughput.py):", "", "```sh"] + cmds + ["```", "", "The commands they ran ($WORK is run.py's work directory, $DIR throughput.py's and scale.py's, $TESTMODEL the test model's):",
                                                          "", "```sh"] + doc["commands"]
     if t:
         out += t["commands"]
+    if doc.get("scale"):
+        out += doc["scale"]["commands"]
     return out + ["```"]
 
 
@@ -217,9 +314,9 @@ def environment_section(doc: Mapping) -> List[str]:
     keys = [("GPU", "gpu"), ("driver", "driver"), ("CUDA (torch)", "cuda"), ("torch", "torch"), ("transformers", "transformers"),
             ("tokenizers", "tokenizers"), ("Python", "python"), ("sfsurgery", "sfsurgery")]
     rows = [[k, f"{e[v]}"] for k, v in keys if e.get(v)]
-    rows.append(["seeds", f"training and prompts {doc['seed']}" + (
-        f"; calibration {', '.join(sorted({str(r['seed']) for r in doc['rows'] if r.get('seed') is not None}))}"
-        if any(r.get("seed") is not None for r in doc["rows"]) else "")])
+    cal = sorted({s["seed"] for r in doc["rows"] for s in r.get("seeds") or []}
+                 | {r["seed"] for r in doc["rows"] if r.get("seed") is not None})
+    rows.append(["seeds", f"training and prompts {doc['seed']}" + (f"; calibration {', '.join(map(str, cal))}" if cal else "")])
     rows.append(["run time", f"{doc['seconds']:.0f} s (run.py, training included)"])
     return ["## Environment", ""] + table(["", ""], rows)
 
@@ -231,8 +328,8 @@ def render(doc: Mapping, name: str = "quality-h200.json") -> str:
     parts = [[f"# What 2:4 pruning costs: the test model on an {gpu}", "",
               f"<!-- Generated by bench/quality/render.py from {os.path.basename(name)}: change the generator or rerun "
               f"the measurement, do not edit. -->", ""] + summary(doc)]
-    parts += [model_section(doc), perplexity_section(doc), greedy_section(doc), speed_section(doc),
-              reproduce_section(doc, name), environment_section(doc)]
+    parts += [p for p in (model_section(doc), perplexity_section(doc), methods_section(doc), scale_section(doc),
+                          greedy_section(doc), speed_section(doc), reproduce_section(doc, name), environment_section(doc)) if p]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
 

@@ -314,18 +314,25 @@ TRAIN = os.path.join(REPO, "bench", "quality", "train.py")
 
 @unittest.skipUnless(GPU, "needs torch, transformers and a CUDA GPU")
 class TrainedModelTest(unittest.TestCase):
-    """The quick test model (bench/quality/train.py --quick), pruned by the
-    sfsurgery binary: its ampere output served by our kernels has the
-    perplexity of its dense-pruned output within 0.1%, and pruning raises
-    the dense model's."""
+    """A test model (bench/quality/train.py's output: $SFSURGERY_QUALITY_MODEL
+    names its model/ directory, else the quick variant is trained here),
+    pruned by the sfsurgery binary: its ampere output served by our kernels
+    has the perplexity of its dense-pruned output within 0.1%, and pruning
+    raises the dense model's."""
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sfsurgery-quality-")
-        cls.out = os.path.join(cls.tmp, "quick")
-        env = dict(os.environ, PYTHONPATH=PYTHON)
-        subprocess.run([sys.executable, TRAIN, "--quick", "-o", cls.out], check=True, env=env, timeout=600)
+        given = os.environ.get("SFSURGERY_QUALITY_MODEL")
+        if given:
+            cls.out = os.path.dirname(os.path.abspath(given))
+        else:
+            cls.out = os.path.join(cls.tmp, "quick")
+            env = dict(os.environ, PYTHONPATH=PYTHON)
+            subprocess.run([sys.executable, TRAIN, "--quick", "-o", cls.out], check=True, env=env, timeout=600)
         cls.model = os.path.join(cls.out, "model")
+        with open(os.path.join(cls.model, "config.json")) as f:
+            cls.positions = json.load(f)["max_position_embeddings"]
         cls.pruned = {}
         for fmt in ("dense", "ampere"):
             cls.pruned[fmt] = os.path.join(cls.tmp, "pruned-" + fmt)
@@ -351,7 +358,8 @@ class TrainedModelTest(unittest.TestCase):
         sys.path.insert(0, os.path.dirname(TRAIN))
         import recipe
 
-        self.assertEqual(info["parameters"], recipe.QUICK.parameters(), "the recipe counts the model's parameters otherwise")
+        self.assertEqual(info["parameters"], recipe.RECIPES[info["recipe"]["name"]].parameters(),
+                         "the recipe counts the model's parameters otherwise")
         self.assertLess(info["tokens_trained"], info["corpus"]["train_tokens"], "trained for more than an epoch")
         conf = AutoConfig.from_pretrained(self.model)
         self.assertEqual((conf.model_type, conf.tie_word_embeddings), ("llama", False))
@@ -381,10 +389,10 @@ class TrainedModelTest(unittest.TestCase):
         short = write(os.path.join(self.tmp, "short.txt"), "x = 1\n")
         code, _, err = run_cli("perplexity", self.model, "--text", short)
         self.assertEqual(code, 2)
-        assertOneLine(self, err, r"short\.txt: the text has \d+ tokens, fewer than one window of 512$")
+        assertOneLine(self, err, rf"short\.txt: the text has \d+ tokens, fewer than one window of {self.positions}$")
         code, _, err = run_cli("perplexity", self.model, "--text", short, "--seqlen", "100000")
         self.assertEqual(code, 2)
-        assertOneLine(self, err, r"--seqlen 100000: above the model's max_position_embeddings 512 ")
+        assertOneLine(self, err, rf"--seqlen 100000: above the model's max_position_embeddings {self.positions} ")
 
     def test_ampere_without_gpu(self):
         env = dict(os.environ, PYTHONPATH=PYTHON, CUDA_VISIBLE_DEVICES="")

@@ -109,15 +109,34 @@ class RenderTest(unittest.TestCase):
     def test_calibrated_rows(self):
         doc = synthetic()
         r = copy.deepcopy(doc["rows"][0])
-        r.update(method="wanda", seed=3, calibration=dict(seconds=12.34, peak_gpu_bytes=3 * 2**30), served_vs_dense_pruned=2e-4)
+        r.update(method="wanda", seed=3, calibration=dict(seconds=12.34, peak_gpu_bytes=3 * 2**30, samples=128, seqlen=1024),
+                 served_vs_dense_pruned=2e-4)
         r["dense_pruned"] = ppl_result(6.95)
         doc["rows"].append(r)
         md = render.render(doc)
         self.assertIn("| wanda 2:4 (seed 3), dense-pruned (transformers) | 6.9500 | +10.1% |  | 0.8123 |", md)
-        self.assertIn("| wanda | 3 | 12.3 | 3.00 GiB |", md)
+        self.assertIn("| wanda | 6.9500 | 7.0463 | 6.9500 – 6.9500 (1 seed) | 0.0000 |  |  | 12.3 | 3.00 GiB |", md)
         self.assertIn("### wanda 2:4 (seed 3)", md)
         self.assertIn("over all rows at most 0.0200% either way", md)
         self.assertIn("calibration 3", md)
+
+    def test_scale(self):
+        doc = synthetic()
+        cal = lambda s, load, peak: dict(seconds=s, load_seconds=load, compute_seconds=s - load, peak_gpu_bytes=peak,  # noqa: E731
+                                         samples=128, seqlen=2048)
+        doc["scale"] = dict(seqlen=2048, samples=128, command="SFSURGERY_BIN=... PYTHONPATH=python python3 bench/quality/scale.py --model M",
+                            commands=["$SFSURGERY_BIN synth --shape llama3-8b -o $DIR/llama3-8b"],
+                            times=dict(shape="llama3-8b", methods=dict(wanda=cal(31.25, 4.5, 6 * 2**30), sparsegpt=cal(150.5, 4.0, 9 * 2**30))),
+                            depth=dict(shape="llama3-70b", method="wanda", samples=64,
+                                       layers={"8": cal(40.0, 10.0, 12 * 2**30), "16": cal(79.0, 20.0, 12.25 * 2**30)},
+                                       deepest_over_shallowest=12.25 / 12))
+        md = render.render(doc)
+        self.assertIn("| wanda | 31.2 | 4.5 | 26.8 | 45 | 6.00 GiB |", md)
+        self.assertIn("| sparsegpt | 150.5 | 4.0 | 146.5 | 240 | 9.00 GiB |", md)
+        self.assertIn("| 16 | 12.25 GiB | 79.0 |", md)
+        self.assertIn("The deepest needs 1.021x the shallowest's peak (the bound: 1.10x).", md)
+        self.assertIn("bench/quality/scale.py --model M", md)
+        self.assertIn("A Llama-3-8B-shaped checkpoint", md)
 
     def test_pct(self):
         for x, want in [(-1.4191e-5, "-0.0014%"), (0.0, "+0.0000%"), (0.0099, "+0.9900%"), (0.01, "+1.0%"), (0.1167, "+11.7%"),
@@ -149,14 +168,15 @@ class RenderTest(unittest.TestCase):
 
 class RunFlowTest(unittest.TestCase):
     """run.py's main from a trained model to the JSON, with a stand-in
-    sfsurgery binary (prune copies the model and writes a report), the
-    perplexity command's JSON made up per output, and the greedy step
-    faked: the rows, names and commands it records, and that render.py
-    renders them."""
+    sfsurgery binary (prune copies the model and writes a report), and
+    perplexity, calibration, the reference and the greedy step faked: the
+    rows, seeds, names and commands it records, and that render.py renders
+    them."""
 
     PPL = {"model": 6.31, "magnitude-dense": 7.0464, "magnitude-ampere": 7.0463, "wanda-seed0-dense": 6.95,
-           "wanda-seed0-ampere": 6.9501, "wanda-seed1-dense": 6.96, "wanda-seed1-ampere": 6.9599}
-    calibrates = False
+           "wanda-seed0-ampere": 6.9501, "wanda-seed1-dense": 6.96, "sparsegpt-seed0-dense": 6.55,
+           "sparsegpt-seed0-ampere": 6.5501, "sparsegpt-seed1-dense": 6.56}
+    fail_calibration = False
 
     def setUp(self):
         d = tempfile.TemporaryDirectory()
@@ -180,24 +200,26 @@ class RunFlowTest(unittest.TestCase):
                     'echo \'{"format": "\'"$6"\'", "kept_magnitude_fraction": 0.8125}\' > "$4/sfsurgery.json"\n')
         os.chmod(self.bin, 0o755)
 
-    def fake_run(self, original):
-        test = self
+    def measure(self, model, textfile, seqlen, windows, batch, tokens):
+        self.assertEqual(seqlen, 64)
+        name = os.path.basename(model)
+        r = ppl_result(self.PPL[name] if "train.txt" not in textfile else 6.09, seqlen=64)
+        r["model"] = model
+        return r
 
-        def run_(log, argv, capture=True):
-            if "calibrate" in argv and not test.calibrates:  # a calibration that fails
-                return original(log, [sys.executable, "-c", "import sys; print('x', file=sys.stderr); sys.exit('no method wanda')"])
-            if "calibrate" in argv:
-                log.commands.append(log.shown(argv))
-                return "log line\n" + json.dumps({"seconds": 12.5, "peak_gpu_bytes": 2**30, "method": argv[argv.index("--method") + 1]})
-            if "perplexity" not in argv:
-                return original(log, argv, capture)
-            log.commands.append(log.shown(argv))
-            model = os.path.basename(argv[argv.index("perplexity") + 1])
-            test.assertEqual(argv[argv.index("--seqlen") + 1], "64")
-            r = ppl_result(test.PPL[model] if "train.txt" not in argv[argv.index("--text") + 1] else 6.09, seqlen=64)
-            r["model"] = argv[argv.index("perplexity") + 1]
-            return json.dumps(r) + "\n"
-        return run_
+    def calibrate(self, ns):
+        if self.fail_calibration:
+            from sfsurgery.errors import InputError
+
+            raise InputError(f"{ns.text}: 2 tokens, fewer than the 128 × 64 = 8192 the samples need")
+        with open(ns.output, "w") as f:
+            f.write("decisions")
+        return {"seconds": 12.5 + ns.seed, "peak_gpu_bytes": 2**30, "method": ns.method, "model": ns.model, "output": ns.output,
+                "samples": ns.samples, "seqlen": 64}
+
+    def reference(self, model, heldout, train, seqlen, row):
+        row["reference"] = dict(perplexity=row["dense_pruned"]["perplexity"] * 0.999, seconds=3.0,
+                                ours_over_reference=1 / 0.999, samples=128, seqlen=64, seed=row["seed"], command="...")
 
     def fake_greedy(self, model, heldout, rows):
         g = synthetic()
@@ -205,20 +227,31 @@ class RunFlowTest(unittest.TestCase):
             r["greedy"] = g["rows"][0]["greedy"]
         return g["greedy"]
 
-    def test_main(self):
+    def main(self, *extra):
         from unittest import mock
+
+        from sfsurgery import perplexity
+        from sfsurgery.calibrate import command
 
         out = os.path.join(self.dir, "q.json")
         work = os.path.join(self.dir, "work")
-        argv = ["run.py", "-o", out, "--model", self.model, "--work", work]
+        argv = ["run.py", "-o", out, "--model", self.model, "--work", work] + list(extra)
+        err = io.StringIO()
         with mock.patch.dict(os.environ, {"SFSURGERY_BIN": self.bin}), mock.patch.object(sys, "argv", argv), \
-                mock.patch.object(run.Log, "run", self.fake_run(run.Log.run)), \
+                mock.patch.object(perplexity, "measure", self.measure), mock.patch.object(command, "calibrate", self.calibrate), \
+                mock.patch.object(run.Quality, "reference", lambda q, *a: self.reference(*a)), \
                 mock.patch.object(run.Quality, "greedy", self.fake_greedy), \
                 mock.patch.object(run, "environment", lambda b: dict(gpu="NVIDIA H200", sfsurgery="test")), \
-                mock.patch("sys.stderr", new=io.StringIO()):
-            self.assertEqual(run.main(), 0)
+                mock.patch("sys.stderr", new=err):
+            code = run.main()
+        return code, out, work, err.getvalue()
+
+    def test_main(self):
+        code, out, work, _ = self.main()
+        self.assertEqual(code, 0)
         with open(out) as f:
             doc = json.load(f)
+        self.assertFalse(os.path.exists(out + ".partial"))
         self.assertEqual((doc["schema"], doc["seqlen"], doc["seed"]), (run.SCHEMA, 64, 0))
         self.assertEqual(doc["command"], "SFSURGERY_BIN=... PYTHONPATH=python python3 bench/quality/run.py -o "
                                          f"{out} --model {self.model} --work {work}")
@@ -229,49 +262,51 @@ class RunFlowTest(unittest.TestCase):
         self.assertAlmostEqual(row["served_vs_dense_pruned"], -1.4191e-5, places=8)
         self.assertNotIn("dirs", row)
         self.assertEqual(doc["dense"]["train"]["perplexity"], 6.09)
-        self.assertIn("$SFSURGERY_BIN prune " + self.model + "/model -o $WORK/magnitude-ampere --format ampere --quiet",
+        self.assertIn("$SFSURGERY_BIN prune " + self.model + "/model -o $WORK/magnitude-ampere --format ampere --quiet --force",
+                      doc["commands"])
+        self.assertIn("python3 -m sfsurgery perplexity $WORK/magnitude-ampere --text " + self.model + "/heldout.txt --seqlen 64 --json",
                       doc["commands"])
         self.assertEqual(row["ampere"]["model"], "$WORK/magnitude-ampere")
         md = render.render(doc, out)
         self.assertIn("| magnitude 2:4, ampere (sfsurgery's kernels) | 7.0463 | +11.7% | -0.0014% | 0.8125 |", md)
+        self.assertNotIn("## Calibrated methods", md)
 
     def test_calibrated_rows(self):
-        from unittest import mock
-
-        self.calibrates = True
-        out = os.path.join(self.dir, "q.json")
-        argv = ["run.py", "-o", out, "--model", self.model, "--work", os.path.join(self.dir, "w"), "--methods", "magnitude,wanda",
-                "--seeds", "0,1"]
-        with mock.patch.dict(os.environ, {"SFSURGERY_BIN": self.bin}), mock.patch.object(sys, "argv", argv), \
-                mock.patch.object(run.Log, "run", self.fake_run(run.Log.run)), \
-                mock.patch.object(run.Quality, "greedy", self.fake_greedy), \
-                mock.patch.object(run, "environment", lambda b: dict(gpu="NVIDIA H200")), mock.patch("sys.stderr", new=io.StringIO()):
-            self.assertEqual(run.main(), 0)
+        code, out, work, _ = self.main("--methods", "magnitude,wanda,sparsegpt", "--seeds", "0,1")
+        self.assertEqual(code, 0)
         with open(out) as f:
             doc = json.load(f)
-        self.assertEqual([(r["method"], r["seed"]) for r in doc["rows"]], [("magnitude", None), ("wanda", 0), ("wanda", 1)])
-        w1 = doc["rows"][2]
-        self.assertEqual((w1["calibration"]["seconds"], w1["calibration"]["peak_gpu_bytes"]), (12.5, 2**30))
-        self.assertTrue(w1["calibration"]["command"].startswith("python3 -m sfsurgery calibrate " + self.model + "/model --method wanda "
-                                                                "--text " + self.model + "/train.txt --seed 1 --json -o $WORK/decisions-wanda-seed1.safetensors"))
-        self.assertEqual((w1["dense_pruned"]["perplexity"], w1["ampere"]["perplexity"]), (6.96, 6.9599))
-        self.assertIn(f"$SFSURGERY_BIN prune {self.model}/model -o $WORK/wanda-seed1-ampere --format ampere --quiet "
-                      "--decisions $WORK/decisions-wanda-seed1.safetensors", doc["commands"])
+        self.assertEqual([(r["method"], r["seed"]) for r in doc["rows"]], [("magnitude", None), ("wanda", 0), ("sparsegpt", 0)])
+        w = doc["rows"][1]
+        self.assertEqual((w["calibration"]["seconds"], w["calibration"]["peak_gpu_bytes"]), (12.5, 2**30))
+        self.assertEqual(w["calibration"]["command"], "python3 -m sfsurgery calibrate " + self.model + "/model --method wanda --text "
+                         + self.model + "/train.txt --samples 128 --seed 0 --force --json -o $WORK/decisions-wanda-seed0.safetensors")
+        self.assertEqual([(s["seed"], s["perplexity"], s["seconds"]) for s in w["seeds"]], [(0, 6.95, 12.5), (1, 6.96, 13.5)])
+        self.assertEqual((w["dense_pruned"]["perplexity"], w["ampere"]["perplexity"]), (6.95, 6.9501))
+        self.assertIn(f"$SFSURGERY_BIN prune {self.model}/model -o $WORK/wanda-seed0-ampere --format ampere --quiet --force "
+                      "--decisions $WORK/decisions-wanda-seed0.safetensors", doc["commands"])
+        self.assertIn(f"$SFSURGERY_BIN prune {self.model}/model -o $WORK/sparsegpt-seed1-dense --format dense --quiet --force "
+                      "--decisions $WORK/decisions-sparsegpt-seed1.safetensors", doc["commands"])
+        self.assertNotIn("-seed1-ampere", " ".join(doc["commands"]))
+        self.assertFalse(os.path.exists(os.path.join(work, "decisions-wanda-seed1.safetensors")))
         md = render.render(doc, out)
-        self.assertIn("| wanda | 1 | 12.5 | 1.00 GiB |", md)
-        self.assertIn("| wanda 2:4 (seed 1), ampere (sfsurgery's kernels) | 6.9599 | +10.3% | -0.0014% | 0.8125 |", md)
+        self.assertIn("| wanda 2:4 (seed 0), ampere (sfsurgery's kernels) | 6.9501 | +10.1% | +0.0014% | 0.8125 |", md)
+        self.assertIn("| wanda | 6.9500 | 6.9501 | 6.9500 – 6.9600 (2 seeds) | 0.0100 | 6.9431 | 1.0010 | 12.5 | 1.00 GiB |", md)
+        self.assertIn("| sparsegpt < wanda | 6.5550 < 6.9550 | 0.4000 | 0.0100 | yes |", md)
+        self.assertIn("| wanda < magnitude | 6.9550 < 7.0464 | 0.0914 | 0.0100 | yes |", md)
+        self.assertIn("SparseGPT raises held-out perplexity by 0.2450 over dense, 0.33x magnitude's 0.7364", md)
+        self.assertIn("| seeds | training and prompts 0; calibration 0, 1 |", md)
 
     def test_failure_is_one_line(self):
-        from unittest import mock
-
-        err = io.StringIO()
-        argv = ["run.py", "-o", os.path.join(self.dir, "q.json"), "--model", self.model, "--work", os.path.join(self.dir, "w"),
-                "--methods", "magnitude,wanda"]
-        with mock.patch.dict(os.environ, {"SFSURGERY_BIN": self.bin}), mock.patch.object(sys, "argv", argv), \
-                mock.patch.object(run.Log, "run", self.fake_run(run.Log.run)), mock.patch("sys.stderr", new=err):
-            self.assertEqual(run.main(), 2)
-        self.assertRegex(err.getvalue().splitlines()[-1], r"^run.py: python3 -c .*: exit 1: no method wanda \(work directory .*/w\)$")
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "q.json")))
+        self.fail_calibration = True
+        code, out, work, err = self.main("--methods", "magnitude,wanda")
+        self.assertEqual(code, 2)
+        self.assertRegex(err.splitlines()[-1], r"^run.py: .*train.txt: 2 tokens, fewer than the 128 × 64 = 8192 the samples need "
+                                               r"\(work directory .*/work\)$")
+        self.assertFalse(os.path.exists(out))
+        with open(out + ".partial") as f:
+            partial = json.load(f)
+        self.assertEqual([r["method"] for r in partial["rows"]], ["magnitude"], "the rows done before the failure are kept")
 
 
 class RunHelpersTest(unittest.TestCase):
