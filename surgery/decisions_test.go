@@ -23,28 +23,6 @@ import (
 	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
-// targetsOf returns the weights a magnitude prune of in in format f
-// prunes (its targets not left dense).
-func targetsOf(t *testing.T, in string, f format.Format) []string {
-	t.Helper()
-	ck, err := checkpoint.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	p, err := surgery.NewPlan(ck, surgery.Options{Format: f, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tp := range p.Targets {
-		if tp.Skip == "" {
-			names = append(names, tp.Name)
-		}
-	}
-	return names
-}
-
 // buildDecisions writes at path the decisions of method for the targets
 // of in (as format f prunes them), decided by decide.
 func buildDecisions(t *testing.T, path, in string, f format.Format, method format.Method, decide decisionstest.Decide) {
@@ -54,7 +32,7 @@ func buildDecisions(t *testing.T, path, in string, f format.Format, method forma
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	decisionstest.Build(t, path, ck, targetsOf(t, in, f), method, decide)
+	decisionstest.Build(t, path, ck, decisionstest.Targets(t, in, f, true), method, decide)
 }
 
 // pruneDecided prunes in into out in format f by the decisions at dec.

@@ -25,19 +25,12 @@ import (
 func prunedBy(t *testing.T, f format.Format, m format.Method) string {
 	t.Helper()
 	dir := t.TempDir()
+	targets := decisionstest.Targets(t, testdataModel, f, false)
 	ck, err := checkpoint.Open(testdataModel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	p, err := surgery.NewPlan(ck, surgery.Options{Format: f, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var targets []string
-	for _, tp := range p.Targets {
-		targets = append(targets, tp.Name)
-	}
 	decide := decisionstest.Random(7)
 	if m == format.SparseGPT {
 		decide = decisionstest.WithUpdate(decide, func(_ int, v uint32) uint32 { return v ^ 1 }) // the last mantissa bit
@@ -49,7 +42,7 @@ func prunedBy(t *testing.T, f format.Format, m format.Method) string {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	p, err = surgery.NewPlan(ck, surgery.Options{Format: f, Version: "test", Decisions: d})
+	p, err := surgery.NewPlan(ck, surgery.Options{Format: f, Version: "test", Decisions: d})
 	if err != nil {
 		t.Fatal(err)
 	}

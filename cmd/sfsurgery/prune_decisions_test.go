@@ -16,30 +16,7 @@ import (
 	"github.com/sfsurgery/sfsurgery/decisions"
 	"github.com/sfsurgery/sfsurgery/decisions/decisionstest"
 	"github.com/sfsurgery/sfsurgery/format"
-	"github.com/sfsurgery/sfsurgery/surgery"
 )
-
-// targetsOf returns the weights a magnitude prune of model in format f
-// prunes, with scope all.
-func targetsOf(t *testing.T, model string, f format.Format) []string {
-	t.Helper()
-	ck, err := checkpoint.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	p, err := surgery.NewPlan(ck, surgery.Options{Format: f, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tp := range p.Targets {
-		if tp.Skip == "" {
-			names = append(names, tp.Name)
-		}
-	}
-	return names
-}
 
 // decisionTensors returns the tensors of decisions of method for the
 // targets of model in format f, decided by decide.
@@ -50,7 +27,7 @@ func decisionTensors(t *testing.T, model string, f format.Format, method format.
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	return decisionstest.Tensors(t, ck, targetsOf(t, model, f), method, decide)
+	return decisionstest.Tensors(t, ck, decisionstest.Targets(t, model, f, true), method, decide)
 }
 
 // writeSingle writes a one-tensor model: name of dt and shape, random

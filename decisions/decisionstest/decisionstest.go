@@ -16,6 +16,7 @@ import (
 	"github.com/sfsurgery/sfsurgery/decisions"
 	"github.com/sfsurgery/sfsurgery/format"
 	"github.com/sfsurgery/sfsurgery/prune24"
+	"github.com/sfsurgery/sfsurgery/surgery"
 )
 
 // Meta returns a valid Meta for method: a calibration of 4 samples of 16
@@ -180,4 +181,27 @@ func putBits(b []byte, i int, dt checkpoint.DType, v uint32) {
 	for k := range dt.Size() {
 		b[dt.Size()*i+k] = byte(v >> (8 * k))
 	}
+}
+
+// Targets returns the weights a magnitude prune of model in format f
+// (default scope) selects: every target, or only those it does not leave
+// dense where pruned is true. The tests' decisions cover exactly these.
+func Targets(t testing.TB, model string, f format.Format, pruned bool) []string {
+	t.Helper()
+	ck, err := checkpoint.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	p, err := surgery.NewPlan(ck, surgery.Options{Format: f, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tp := range p.Targets {
+		if !pruned || tp.Skip == "" {
+			names = append(names, tp.Name)
+		}
+	}
+	return names
 }
