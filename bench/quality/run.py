@@ -21,7 +21,9 @@ docs/quality-h200.md.
 3. Perplexity, each as `python -m sfsurgery perplexity --json` computes it
    (sfsurgery.perplexity.measure, in this process) at the model's
    max_position_embeddings: held-out (heldout.txt) of the dense model, of
-   every output, and of the dense model on its training text (train.txt).
+   every output, and of the dense model on its training text (train.txt:
+   files it trained on whole; trainsplit.txt: training files drawn as the
+   held-out ones are).
 4. Greedy continuations of --prompts held-out prompts, dense against each
    row's dense-pruned output, and that against its ampere output, token by
    token: how many positions agree, the first that does not, and there the
@@ -300,6 +302,9 @@ class Quality:
                  seqlen=seqlen, windows_asked=a.windows, samples=a.samples, rows=[], commands=self.log.commands)
         self.log("dense:")
         d["dense"] = dict(heldout=self.perplexity(model, heldout, seqlen), train=self.perplexity(model, train, seqlen))
+        split = os.path.join(root, "trainsplit.txt")
+        if os.path.exists(split):  # test models from before train.py wrote it have none
+            d["dense"]["train_split"] = self.perplexity(model, split, seqlen)
         self.save()
         first = a.seeds[0]
         for method in a.methods:

@@ -13,6 +13,10 @@ complete):
                      with `sfsurgery prune` and serves like a downloaded model
     DIR/heldout.txt  held-out files (never trained on), joined by the
                      end-of-text token
+    DIR/trainsplit.txt  training-split files in a seeded random order, as
+                     heldout.txt is drawn from the held-out files, whether
+                     or not the model reached them: the like-for-like
+                     train-window text for the held-out comparison
     DIR/train.txt    training files every token of which the model trained
                      on: train-window perplexity and calibration text
     DIR/train.json   the recipe, seed, corpus sizes, steps, tokens trained,
@@ -273,7 +277,8 @@ def main():
         seen = trained_files(spans, trained, r.seqlen)
         train_text = corpus.joined((by_name[stream_src[i].name] for i in seen), r.text_bytes)
         held_text = corpus.joined((by_name[s.name] for s in corpus.shuffled(held_src, a.seed + 2)), r.text_bytes)
-        for name, body in (("train.txt", train_text), ("heldout.txt", held_text)):
+        split_text = corpus.joined((by_name[s.name] for s in corpus.shuffled(train_src, a.seed + 3)), r.text_bytes)
+        for name, body in (("train.txt", train_text), ("heldout.txt", held_text), ("trainsplit.txt", split_text)):
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
                 f.write(body)
         seconds["save"] = time.perf_counter() - t
@@ -283,6 +288,7 @@ def main():
             corpus=dict(roots=[d for _, d in roots], files=len(texts), bytes=corpus_bytes, train_files=len(train_src),
                         heldout_files=len(held_src), train_tokens=len(stream),
                         heldout_txt_bytes=len(held_text.encode()), train_txt_bytes=len(train_text.encode()),
+                        trainsplit_txt_bytes=len(split_text.encode()),
                         train_txt_files=train_text.count(corpus.EOS) + 1),
             tokenizer=dict(vocab=tok.get_vocab_size(), files=len(sample), eos=corpus.EOS),
             seconds=seconds, gpu=torch.cuda.get_device_name(),

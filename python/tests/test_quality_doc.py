@@ -138,6 +138,15 @@ class RenderTest(unittest.TestCase):
         self.assertIn("bench/quality/scale.py --model M", md)
         self.assertIn("A Llama-3-8B-shaped checkpoint", md)
 
+    def test_train_split(self):
+        doc = synthetic()
+        doc["dense"]["train_split"] = ppl_result(6.0, windows=1111)
+        md = render.render(doc)
+        self.assertIn("The dense model on 1,111 windows of trainsplit.txt (training files drawn as the held-out files are, "
+                      "whether or not training reached them): 6.0000; held-out is +5.2% from it (the bound for a model that "
+                      "is not overfit: 10%). On 1,100 windows of train.txt (files it trained on whole): 6.0900, held-out +3.6% "
+                      "from it.", md)
+
     def test_pct(self):
         for x, want in [(-1.4191e-5, "-0.0014%"), (0.0, "+0.0000%"), (0.0099, "+0.9900%"), (0.01, "+1.0%"), (0.1167, "+11.7%"),
                         (-0.5, "-50.0%")]:
@@ -186,7 +195,7 @@ class RunFlowTest(unittest.TestCase):
         os.makedirs(os.path.join(self.model, "model"))
         with open(os.path.join(self.model, "model", "config.json"), "w") as f:
             json.dump({"model_type": "llama", "max_position_embeddings": 64}, f)
-        for name in ("heldout.txt", "train.txt"):
+        for name in ("heldout.txt", "train.txt", "trainsplit.txt"):
             with open(os.path.join(self.model, name), "w") as f:
                 f.write("x = 1\n")
         with open(os.path.join(self.model, "train.json"), "w") as f:
@@ -261,7 +270,7 @@ class RunFlowTest(unittest.TestCase):
                          (7.0464, 7.0463, 0.8125))
         self.assertAlmostEqual(row["served_vs_dense_pruned"], -1.4191e-5, places=8)
         self.assertNotIn("dirs", row)
-        self.assertEqual(doc["dense"]["train"]["perplexity"], 6.09)
+        self.assertEqual((doc["dense"]["train"]["perplexity"], doc["dense"]["train_split"]["perplexity"]), (6.09, 6.31))
         self.assertIn("$SFSURGERY_BIN prune " + self.model + "/model -o $WORK/magnitude-ampere --format ampere --quiet --force",
                       doc["commands"])
         self.assertIn("python3 -m sfsurgery perplexity $WORK/magnitude-ampere --text " + self.model + "/heldout.txt --seqlen 64 --json",
