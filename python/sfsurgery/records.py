@@ -3,10 +3,13 @@
 `sfsurgery plan <checkpoint> --json` writes a launch document
 (schema "sfsurgery-launches/1"); `sfsurgery bench --policy` writes a policy
 (schema "sfsurgery-policy/2") whose ranges of our kernels carry the same
-records. This module parses either into a `Table` and checks every record
-against the contract, so that a record the kernels would misread is refused
-here, with what and where, instead of launched. It needs nothing beyond the
-standard library: the package's CPU tests run it in CI.
+records. The package launches only documents the planner printed on this
+machine (discover.py: a file from elsewhere goes through `sfsurgery plan
+--from`, which checks every record against the planner's own). This module
+parses either schema into a `Table` and checks every record against the
+contract as a second line, so that a record the kernels would misread is
+refused here, with what and where, instead of launched. It needs nothing
+beyond the standard library: the package's CPU tests run it in CI.
 """
 
 import json
