@@ -126,6 +126,11 @@ class Writer:
     def __enter__(self) -> "Writer":
         d, base = os.path.split(self.path)
         fd, self.tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=d or ".")
+        # mkstemp makes the file owner-only; the output gets a plain file's
+        # mode, as open() would have given it (0666 less the umask).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         self._f = os.fdopen(fd, "wb")
         self._f.write(len(self.header).to_bytes(8, "little"))
         self._f.write(self.header)
