@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -117,3 +118,18 @@ def write_json(path: str, doc: dict) -> None:
         json.dump(doc, f, indent=1)
         f.write("\n")
     os.replace(tmp, path)
+
+
+# The tokenizer files train.py saves (and special_tokens_map.json, which
+# some transformers versions write).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def copy_tokenizer(testmodel: str, dst: str) -> None:
+    """Copies the test model's tokenizer files (TESTMODEL/model) into dst,
+    a synthetic checkpoint that has none: its ids are valid in the larger
+    vocabularies of the real shapes."""
+    for name in TOKENIZER_FILES:
+        src = os.path.join(testmodel, "model", name)
+        if os.path.isfile(src):
+            shutil.copy(src, dst)

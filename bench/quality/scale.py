@@ -29,9 +29,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PYTHON_DIR, REPO, Failure, Log, environment, sfsurgery_bin, write_json  # noqa: E402
+from common import PYTHON_DIR, REPO, Failure, Log, copy_tokenizer, environment, sfsurgery_bin, write_json  # noqa: E402
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def parse_list(s: str, conv=str) -> list:
@@ -57,10 +56,7 @@ class Scale:
     def synth(self, shape: str, layers: int = 0) -> str:
         out = os.path.join(self.scratch, shape + (f"-{layers}l" if layers else ""))
         self.log.run([self.bin, "synth", "--shape", shape, "-o", out] + (["--layers", str(layers)] if layers else []))
-        for name in TOKENIZER_FILES:
-            src = os.path.join(self.testmodel, "model", name)
-            if os.path.isfile(src):
-                shutil.copy(src, out)
+        copy_tokenizer(self.testmodel, out)
         return out
 
     def calibrate(self, model: str, method: str, samples: int) -> dict:

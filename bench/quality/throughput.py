@@ -33,11 +33,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PYTHON_DIR, REPO, Failure, Log, environment, sfsurgery_bin, write_json  # noqa: E402
+from common import PYTHON_DIR, REPO, Failure, Log, copy_tokenizer, environment, sfsurgery_bin, write_json  # noqa: E402
 
 ORDER = (("dense", "eval"), ("dense", "bare"), ("ampere", "eval"), ("ampere", "bare"),
          ("ampere", "bare"), ("ampere", "eval"), ("dense", "bare"), ("dense", "eval"))
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def bare(model, ids, batch: int) -> float:
@@ -126,10 +125,7 @@ def main() -> int:
         dense, ampere = os.path.join(scratch, "dense"), os.path.join(scratch, "ampere")
         synth = [binary, "synth", "--shape", a.shape, "-o", dense] + (["--layers", str(a.layers)] if a.layers else [])
         log.run(synth)
-        for name in TOKENIZER_FILES:
-            src = os.path.join(testmodel, "model", name)
-            if os.path.isfile(src):
-                shutil.copy(src, dense)
+        copy_tokenizer(testmodel, dense)
         log.run([binary, "prune", dense, "-o", ampere, "--format", "ampere", "--quiet"])
         result = measure(a, log, dense, ampere, os.path.join(testmodel, "heldout.txt"))
         result.update(shape=a.shape, layers=a.layers or None, commands=log.commands, env=environment(binary),

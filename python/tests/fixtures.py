@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 
@@ -51,3 +52,22 @@ def golden_launches() -> dict:
 def first_record(doc: dict) -> dict:
     """A deep copy of the first record of a launch document."""
     return copy.deepcopy(doc["shapes"][0]["launches"][0]["launch"])
+
+
+_SIZES = {"BF16": 2, "F16": 2, "F32": 4, "I16": 2, "I64": 8, "U8": 1}
+
+
+def write_safetensors(path: str, tensors: dict) -> None:
+    """Writes a well-formed safetensors file of the given tensors (name →
+    (dtype, shape)), laid out one after another, zero-filled."""
+    header, off = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        size = _SIZES[dtype]
+        for d in shape:
+            size *= d
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + size]}
+        off += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + bytes(off))

@@ -16,7 +16,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-from fixtures import TINY
+from fixtures import TINY, write_safetensors
 from sfsurgery import calibrate as calibrate_command
 from sfsurgery import cli, layout, text, tool
 from sfsurgery.calibrate import command, data, output, plan
@@ -38,21 +38,6 @@ def calibrate(argv):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(["calibrate"] + argv, commands=(calibrate_command,))
     return code, out.getvalue(), err.getvalue()
-
-
-def write_safetensors(path, tensors):
-    """A safetensors file of zero-filled tensors {name: (dtype, shape)}."""
-    sizes = {"BF16": 2, "F32": 4}
-    head, off = {}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = sizes[dtype]
-        for d in shape:
-            n *= d
-        head[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n]}
-        off += n
-    raw = json.dumps(head).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw + bytes(off))
 
 
 class Model:

@@ -8,32 +8,13 @@ import struct
 import tempfile
 import unittest
 
-from fixtures import REPO, TINY, pruned
+from fixtures import REPO, TINY, pruned, write_safetensors
 
 from sfsurgery import layout
 from sfsurgery.errors import CheckpointError
 
 
 HEADER_CORPUS = os.path.join(REPO, "checkpoint", "testdata", "header")
-_SIZES = {"BF16": 2, "F16": 2, "F32": 4, "I16": 2, "I64": 8, "U8": 1}
-
-
-def write_safetensors(path, tensors):
-    """Writes a well-formed safetensors file of the given tensors (name →
-    (dtype, shape)), laid out one after another, zero-filled."""
-    header, off = {}, 0
-    for name, (dtype, shape) in tensors.items():
-        size = _SIZES[dtype]
-        for d in shape:
-            size *= d
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + size]}
-        off += size
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw + bytes(off))
-
-
 def one_module(n=64, k=128, packed="BF16", meta_shape=None, shape_shape=(2, 1), shape_dtype="I64", bias=None):
     """The three tensors of one pruned module "m.q_proj" (and its bias)."""
     t = {
