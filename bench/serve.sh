@@ -14,7 +14,9 @@ shift $(( $# >= 2 ? 2 : 1 ))
 bin=${SFSURGERY_BIN:-sfsurgery}
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${BENCH_DIR:-}
-if [[ -z $dir ]]; then
+if [[ -n $dir ]]; then
+	mkdir -p "$dir"
+else
 	dir=$(mktemp -d)
 	trap 'rm -rf "$dir"' EXIT
 fi

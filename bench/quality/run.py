@@ -326,6 +326,26 @@ class Quality:
         return d
 
 
+# The sections other scripts add to run.py's output (throughput.py and
+# scale.py --into), each with its own command and environment: a rerun of
+# run.py keeps them.
+OTHERS = ("throughput", "scale")
+
+
+def keep(path: str, doc: dict) -> None:
+    """Copies into doc the OTHERS sections of the document at path, if one
+    is there."""
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return
+    if isinstance(old, dict):
+        for key in OTHERS:
+            if key in old and key not in doc:
+                doc[key] = old[key]
+
+
 def parse_list(s: str, conv=str) -> list:
     return [conv(x) for x in s.split(",") if x.strip()]
 
@@ -357,6 +377,7 @@ def main() -> int:
     os.makedirs(work, exist_ok=True)
     try:
         doc = Quality(a, work).main()
+        keep(a.output, doc)
         write_json(a.output, doc)
     except (Failure, SfsurgeryError) as e:
         print(f"run.py: {e} (work directory {work})", file=sys.stderr)

@@ -341,6 +341,25 @@ class RunHelpersTest(unittest.TestCase):
             with self.assertRaisesRegex(run.Failure, "sfsurgery.json: no kept_magnitude_fraction"):
                 run.kept_fraction(os.path.join(d, "nope"))
 
+    def test_keep(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "q.json")
+            doc = dict(rows=[1])
+            run.keep(out, doc)  # no earlier document
+            self.assertEqual(doc, dict(rows=[1]))
+            with open(out, "w") as f:
+                json.dump(dict(rows=[0], dense=0, throughput=dict(a=1), scale=dict(b=2)), f)
+            run.keep(out, doc)
+            self.assertEqual(doc, dict(rows=[1], throughput=dict(a=1), scale=dict(b=2)))
+            doc = dict(throughput=dict(a=9))
+            run.keep(out, doc)  # a section of this run's own wins
+            self.assertEqual(doc, dict(throughput=dict(a=9), scale=dict(b=2)))
+            with open(out, "w") as f:
+                f.write("[1, 2")
+            doc = dict(rows=[1])
+            run.keep(out, doc)
+            self.assertEqual(doc, dict(rows=[1]))
+
     def test_row_name(self):
         self.assertEqual((run.row_name("magnitude", None), run.row_name("wanda", 2)), ("magnitude", "wanda-seed2"))
         self.assertAlmostEqual(run.rel_diff(7.0463, 7.0464), -1.4191e-5, places=8)
