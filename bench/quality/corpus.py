@@ -7,8 +7,11 @@ A file's name is its path under its root prefixed with the root's kind
 ("stdlib/json/decoder.py", "purelib/torch/nn/functional.py"): the same
 file has the same name, and so the same side, on every machine with the
 same packages. The corpus is the first limit bytes of the files in sorted
-path order. Files join into one stream, and into the evaluation texts,
-separated by EOS, the tokenizer's end-of-text token. Standard library
+path order. Files join into one stream separated by EOS, the tokenizer's
+end-of-text token. The evaluation texts join the heads of files (their
+first lines up to a cap of bytes), so that a few large generated files
+(parser tables, bindings) cannot make up most of a text and its
+perplexity. Standard library
 only: python/tests/test_quality_corpus.py runs it in CI.
 """
 
@@ -123,11 +126,30 @@ def shuffled(items: Sequence, seed: int) -> list:
     return out
 
 
-def joined(texts: Iterable[str], limit: int) -> str:
-    """The texts joined by EOS, as many as fit in limit UTF-8 bytes (at
-    least one)."""
+def head(text: str, limit: int) -> str:
+    """The text's first lines, as many whole lines as fit in limit UTF-8
+    bytes; a first line longer than limit is cut at limit bytes (on a
+    character boundary). limit 0 is the whole text."""
+    if not limit or len(text.encode()) <= limit:
+        return text
+    out, total = [], 0
+    for line in text.splitlines(keepends=True):
+        n = len(line.encode())
+        if total + n > limit:
+            break
+        out.append(line)
+        total += n
+    if not out:
+        return text.encode()[:limit].decode("utf-8", errors="ignore")
+    return "".join(out)
+
+
+def joined(texts: Iterable[str], limit: int, cap: int = 0) -> str:
+    """The texts, each cut to its head of cap bytes (cap 0: whole), joined
+    by EOS, as many as fit in limit UTF-8 bytes (at least one)."""
     parts, total = [], 0
     for t in texts:
+        t = head(t, cap)
         n = len(t.encode()) + (len(EOS) if parts else 0)
         if parts and total + n > limit:
             break

@@ -37,7 +37,8 @@ class Recipe:
     clip: float
     budget_s: float  # seconds of training steps
     probe_steps: int  # steps after which the step time is measured and the step count fixed
-    text_bytes: int  # size of heldout.txt and of train.txt
+    text_bytes: int  # size of heldout.txt, train.txt and trainsplit.txt
+    file_bytes: int  # of each file, at most this head (whole lines) in those texts
 
     def projections(self):
         """(name, rows, columns) of one layer's projection weights."""
@@ -57,12 +58,12 @@ class Recipe:
 FULL = Recipe(name="full", corpus_bytes=300 * 10**6, tokenizer_files=4000, vocab=8192, hidden=768, intermediate=2048,
               layers=12, heads=12, kv_heads=4, max_positions=1024, seqlen=1024, batch=64, peak_lr=2e-3, warmup=100,
               final_lr_fraction=0.1, weight_decay=0.1, betas=(0.9, 0.95), clip=1.0, budget_s=180.0, probe_steps=30,
-              text_bytes=4 << 20)
+              text_bytes=4 << 20, file_bytes=8 << 10)
 
 QUICK = Recipe(name="quick", corpus_bytes=24 * 10**6, tokenizer_files=400, vocab=4096, hidden=256, intermediate=768,
                layers=4, heads=4, kv_heads=2, max_positions=512, seqlen=512, batch=32, peak_lr=3e-3, warmup=20,
                final_lr_fraction=0.1, weight_decay=0.1, betas=(0.9, 0.95), clip=1.0, budget_s=20.0, probe_steps=15,
-               text_bytes=512 << 10)
+               text_bytes=512 << 10, file_bytes=2 << 10)
 
 RECIPES = {r.name: r for r in (FULL, QUICK)}
 

@@ -11,14 +11,17 @@ complete):
                      (bf16), tokenizer.json and tokenizer_config.json:
                      loads with from_pretrained and AutoTokenizer, prunes
                      with `sfsurgery prune` and serves like a downloaded model
-    DIR/heldout.txt  held-out files (never trained on), joined by the
-                     end-of-text token
+    DIR/heldout.txt  held-out files (never trained on) in a seeded random
+                     order, joined by the end-of-text token
+    DIR/train.txt    training files of which the model trained on every
+                     token, in training order: train-window perplexity and
+                     calibration text
     DIR/trainsplit.txt  training-split files in a seeded random order, as
-                     heldout.txt is drawn from the held-out files, whether
-                     or not the model reached them: the like-for-like
-                     train-window text for the held-out comparison
-    DIR/train.txt    training files every token of which the model trained
-                     on: train-window perplexity and calibration text
+                     heldout.txt draws the held-out ones, whether or not
+                     the model reached them
+    Each text holds the head of each file it takes (its first lines, up to
+    the recipe's file_bytes): a few large generated files would otherwise
+    make up most of a text.
     DIR/train.json   the recipe, seed, corpus sizes, steps, tokens trained,
                      loss curve and final loss, seconds, versions
 
@@ -191,15 +194,23 @@ def train(r, stream, seed, steps, t0):
     return model, order[: total * r.batch].cpu(), info
 
 
-def trained_files(spans, trained, seqlen):
-    """Indices of the stream's texts (spans) every token of which lies in a
-    trained sequence (trained: a bool per sequence)."""
-    out = []
-    for i, (a, b) in enumerate(spans):
-        last = b // seqlen  # the EOS after the text is predicted too
-        if last < len(trained) and all(trained[a // seqlen : last + 1]):
-            out.append(i)
-    return out
+def covered(start, end, trained, seqlen):
+    """Reports whether every token of the stream from start to end, and the
+    one at end (the EOS after a text is predicted too), lies in a trained
+    sequence (trained: a bool per sequence)."""
+    last = end // seqlen
+    return last < len(trained) and all(trained[start // seqlen : last + 1])
+
+
+def trained_heads(tok, texts, spans, trained, seqlen, cap):
+    """The heads (corpus.head, cap bytes) of the stream's texts, in stream
+    order, every token of which the model trained on; spans are the texts'
+    (start, end) in the stream."""
+    for text, (a, b) in zip(texts, spans):
+        h = corpus.head(text, cap)
+        end = b if len(h) == len(text) else a + len(tok.encode(h).ids)
+        if covered(a, end, trained, seqlen):
+            yield h
 
 
 def main():
@@ -274,10 +285,11 @@ def main():
         trained = [False] * info["sequences"]
         for s in trained_seqs.tolist():
             trained[s] = True
-        seen = trained_files(spans, trained, r.seqlen)
-        train_text = corpus.joined((by_name[stream_src[i].name] for i in seen), r.text_bytes)
-        held_text = corpus.joined((by_name[s.name] for s in corpus.shuffled(held_src, a.seed + 2)), r.text_bytes)
-        split_text = corpus.joined((by_name[s.name] for s in corpus.shuffled(train_src, a.seed + 3)), r.text_bytes)
+        seen = trained_heads(tok, (by_name[s.name] for s in stream_src), spans, trained, r.seqlen, r.file_bytes)
+        train_text = corpus.joined(seen, r.text_bytes)
+        held_text = corpus.joined((by_name[s.name] for s in corpus.shuffled(held_src, a.seed + 2)), r.text_bytes, r.file_bytes)
+        split_text = corpus.joined((by_name[s.name] for s in corpus.shuffled(train_src, a.seed + 3)), r.text_bytes,
+                                   r.file_bytes)
         for name, body in (("train.txt", train_text), ("heldout.txt", held_text), ("trainsplit.txt", split_text)):
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
                 f.write(body)

@@ -89,6 +89,16 @@ class SplitTest(unittest.TestCase):
         self.assertEqual(corpus.joined(["é"], 1), "é")
         self.assertEqual(len(corpus.joined(["é" * 10, "b"], 20 + len(E)).encode()), 20)
 
+    def test_head(self):
+        text = "ab\ncd\nef"
+        for limit, want in [(0, text), (100, text), (8, text), (7, "ab\ncd\n"), (6, "ab\ncd\n"), (5, "ab\n"), (3, "ab\n"),
+                            (2, "ab"), (1, "a")]:
+            self.assertEqual(corpus.head(text, limit), want, limit)
+        self.assertEqual(corpus.head("éé\nx", 3), "é")  # a long first line is cut on a character boundary
+        self.assertEqual(corpus.head("é\nx", 3), "é\n")
+        self.assertEqual(corpus.joined(["aaa\nbbb", "cc"], 100, cap=4), "aaa\n" + corpus.EOS + "cc")
+        self.assertEqual(corpus.joined(["aaa\nbbb", "cc"], 4 + len(corpus.EOS) + 1, cap=4), "aaa\n")
+
     def test_shuffled_is_seeded(self):
         xs = list(range(100))
         self.assertEqual(corpus.shuffled(xs, 1), corpus.shuffled(xs, 1))
@@ -140,15 +150,40 @@ class RecipeTest(unittest.TestCase):
             self.assertEqual(recipe.planned_steps(*args), want, args)
 
 
-class TrainedFilesTest(unittest.TestCase):
-    def test_trained_files(self):
+class _Chars:
+    """A stand-in tokenizer: one token per character."""
+
+    class _Encoding:
+        def __init__(self, text):
+            self.ids = [ord(c) for c in text]
+
+    def encode(self, text):
+        return self._Encoding(text)
+
+
+class TrainedHeadsTest(unittest.TestCase):
+    def test_covered(self):
         # Sequences of 4 tokens; texts at [0, 3), [4, 9), [10, 11), [12, 15); each text's EOS follows it.
         spans = [(0, 3), (4, 9), (10, 11), (12, 15)]
-        self.assertEqual(train.trained_files(spans, [True, True, True, True], 4), [0, 1, 2, 3])
-        self.assertEqual(train.trained_files(spans, [True, False, True, True], 4), [0, 2, 3])
-        self.assertEqual(train.trained_files(spans, [True, True, False, True], 4), [0, 3])
-        self.assertEqual(train.trained_files(spans, [True, True, True], 4), [0, 1, 2])  # the tail is not a sequence
-        self.assertEqual(train.trained_files([(0, 4)], [True, False], 4), [], "the EOS at 4 lies in sequence 1")
+        for trained, want in [
+            ([True, True, True, True], [0, 1, 2, 3]),
+            ([True, False, True, True], [0, 2, 3]),
+            ([True, True, False, True], [0, 3]),
+            ([True, True, True], [0, 1, 2]),  # the tail is not a sequence
+        ]:
+            self.assertEqual([i for i, (a, b) in enumerate(spans) if train.covered(a, b, trained, 4)], want, trained)
+        self.assertFalse(train.covered(0, 4, [True, False], 4), "the EOS at 4 lies in sequence 1")
+
+    def test_trained_heads(self):
+        # Texts of 3, 9 and 2 one-token characters at [0, 3), [4, 13), [14, 16); sequences of 4 tokens.
+        texts = ["ab\n", "cd\nefgh\ni", "jk"]
+        spans = [(0, 3), (4, 13), (14, 16)]
+        heads = lambda trained, cap: list(train.trained_heads(_Chars(), texts, spans, trained, 4, cap))
+        self.assertEqual(heads([True] * 5, 0), texts)
+        # The second text's head of 3 bytes ("cd\n", tokens 4..6, and 7) lies in sequence 1 only; "jk" (14, 15 and 16) in 3 and 4.
+        self.assertEqual(heads([True, True, False, True, True], 3), ["ab\n", "cd\n", "jk"])
+        self.assertEqual(heads([True, True, False, True, True], 0), ["ab\n", "jk"])
+        self.assertEqual(heads([True, False, True, True, True], 3), ["ab\n", "jk"])
 
 
 if __name__ == "__main__":
