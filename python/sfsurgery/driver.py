@@ -1,10 +1,12 @@
-"""The CUDA driver calls that load the PTX and execute launch records.
+"""The CUDA driver calls that load the PTX and prepare launch records.
 
 Through ctypes on libcuda.so.1: no compiler and no extension module. The
 modules are loaded into the device's primary context, the one PyTorch
-uses, and launches are queued on the stream the caller passes (PyTorch's
-current stream), so that CUDA graph capture records them like any other
-kernel.
+uses; `Kernels` loads them, looks up entry points and picks each record's
+launch (the record, or its fallback where the device cannot take its
+cooperative launch or clusters). The launches themselves are queued by
+prepared.py on the stream the caller passes (PyTorch's current stream),
+so that CUDA graph capture records them like any other kernel.
 """
 
 import ctypes
@@ -13,12 +15,16 @@ import threading
 from typing import Dict, Optional, Tuple
 
 from .errors import DeviceError
-from .records import MODULES, Launch, Prefill
+from .records import MODULES, Launch
 
 _CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
 _CUDA_ERROR_NOT_SUPPORTED = 801
 _CUDA_ERROR_INVALID_CLUSTER_SIZE = 912
 _CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
+# What a launch returns when the calling thread has no context current, or
+# another device's (the function and stream belong to the device's primary
+# context): prepared.py then launches again with that context current.
+CONTEXT_ERRORS = frozenset((201, 400, 709))  # INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
 _ATTR_SMS = 16
 _ATTR_MAJOR = 75
 _ATTR_MINOR = 76
@@ -30,7 +36,7 @@ _LAUNCH_COOPERATIVE = 2
 _LAUNCH_CLUSTER = 4
 # cuTensorMapEncodeTiled's enum values (cuda.h; tools/abi/cuabi.c).
 _TENSOR_UINT16, _TENSOR_UINT32 = 1, 2
-_SWIZZLE_NONE, _SWIZZLE_64B, _SWIZZLE_128B = 0, 2, 3
+SWIZZLE_NONE, SWIZZLE_64B, SWIZZLE_128B = 0, 2, 3
 _L2_PROMOTION_256B = 3
 
 PTX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptx")
@@ -89,8 +95,19 @@ class Driver:
                 raise DeviceError(f"the CUDA driver lacks {name}: it is too old for the kernels (needs CUDA 13)") from None
             fn.argtypes = args
             fn.restype = i32
+        # The calls of every launch, through a handle that keeps the GIL
+        # (as PyTorch's own launches do): releasing and taking it back
+        # costs more than the call, and another Python thread can hold it
+        # for up to its switch interval.
+        fast = ctypes.PyDLL("libcuda.so.1")
+        # cuLaunchKernelEx(config, function, params, extra) -> CUresult, for
+        # prepared launches (prepared.py) that pass their own pointer to a
+        # config and their own parameter array.
+        self.launch_ex = fast.cuLaunchKernelEx
+        self.launch_ex.argtypes = sigs["cuLaunchKernelEx"]
+        self.launch_ex.restype = i32
         # CUDA 12.0 and later; the prefill kernel needs it.
-        self._encode = getattr(lib, "cuTensorMapEncodeTiled", None)
+        self._encode = getattr(fast, "cuTensorMapEncodeTiled", None)
         if self._encode is not None:
             u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
             self._encode.argtypes = [vp, i32, u32, vp, u64p, u64p, u32p, u32p, i32, i32, i32, i32]
@@ -176,73 +193,76 @@ class Driver:
         """Sets a CUfunction attribute."""
         self.check(f"cuFuncSetAttribute({what})", self._lib.cuFuncSetAttribute(fn, attr, value))
 
-    def tensor_map(self, buf: "_MapSlot", addr: int, elem_bytes: int, cols: int, rows: int, box_cols: int, box_rows: int, swizzle: int, what: str) -> None:
-        """Encodes a 2-D tensor map (CUtensorMap, cuTensorMapEncodeTiled)
-        of rows × cols elements of elem_bytes bytes at device address addr
-        into buf, boxes of box_cols × box_rows, out-of-bounds elements
-        read as zero."""
+    def tensor_map(self, t: "TensorMap", addr: int, rows: int) -> None:
+        """Encodes t for rows rows of its tensor at device address addr
+        (cuTensorMapEncodeTiled)."""
         if self._encode is None:
-            raise DeviceError(f"{what}: the CUDA driver lacks cuTensorMapEncodeTiled (needs CUDA 12 or newer)")
-        dims = (ctypes.c_uint64 * 2)(cols, rows)
-        strides = (ctypes.c_uint64 * 1)(cols * elem_bytes)
-        box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
-        ones = (ctypes.c_uint32 * 2)(1, 1)
-        dt = _TENSOR_UINT16 if elem_bytes == 2 else _TENSOR_UINT32
-        code = self._encode(buf.address, dt, 2, addr, dims, strides, box, ones, 0, swizzle, _L2_PROMOTION_256B, 0)
-        self.check(f"cuTensorMapEncodeTiled({what})", code)
-
-    def launch(self, fn: int, cfg: _Config, params) -> int:
-        """Queues fn with a prepared config and parameter array; returns the
-        CUresult (0 on success) for the caller to judge."""
-        return self._lib.cuLaunchKernelEx(ctypes.byref(cfg), fn, params, None)
+            raise DeviceError(f"{t.what}: the CUDA driver lacks cuTensorMapEncodeTiled (needs CUDA 12 or newer)")
+        t.dims[1] = rows
+        code = self._encode(t.address, t.dtype, 2, addr, t.dims, t.strides, t.box, t.ones, 0, t.swizzle, _L2_PROMOTION_256B, 0)
+        if code != 0:
+            raise DeviceError(f"cuTensorMapEncodeTiled({t.what}): {self.name(code)} ({code})")
 
     def launch_plain(self, fn: int, grid, block, shared: int, stream: int, params) -> int:
         """Queues fn with cuLaunchKernel; returns the CUresult."""
         return self._lib.cuLaunchKernel(fn, *grid, *block, shared, stream, params, None)
 
 
-class _MapSlot:
-    """A 64-byte aligned home for one CUtensorMap (128 bytes), which a
-    launch passes by value."""
+class TensorMap:
+    """A 2-D CUtensorMap of rows × cols elements of elem_bytes bytes, boxes
+    of box_cols × box_rows, out-of-bounds elements read as zero, in a
+    64-byte aligned slot of 128 bytes that a launch passes by value. The
+    encoding's other arguments are kept beside it, so that encoding it for
+    another address or row count (Driver.tensor_map) writes one number and
+    makes one driver call."""
 
-    def __init__(self):
+    def __init__(self, elem_bytes: int, cols: int, box_cols: int, box_rows: int, swizzle: int, what: str):
         self._buf = (ctypes.c_uint64 * 24)()
         base = ctypes.addressof(self._buf)
         self.address = (base + 63) // 64 * 64
+        self.dtype = _TENSOR_UINT16 if elem_bytes == 2 else _TENSOR_UINT32
+        self.dims = (ctypes.c_uint64 * 2)(cols, 0)
+        self.strides = (ctypes.c_uint64 * 1)(cols * elem_bytes)
+        self.box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
+        self.ones = (ctypes.c_uint32 * 2)(1, 1)
+        self.swizzle = swizzle
+        self.what = what
+
+
+def config(grid: Tuple[int, int, int], block: Tuple[int, int, int], shared: int, cluster: Tuple[int, int, int] = (0, 0, 0),
+           cooperative: bool = False) -> Tuple[_Config, ctypes.Array]:
+    """Returns a CUlaunchConfig for grid, block and dynamic shared memory,
+    with the cluster dimension attribute where cluster is not all zero and
+    the cooperative attribute where cooperative, and the attribute array it
+    points to, which the caller keeps alive with it. The stream is null
+    until the caller sets it."""
+    cfg = _Config()
+    cfg.grid[:] = grid
+    cfg.block[:] = block
+    cfg.shared = shared
+    attrs = []
+    if cluster != (0, 0, 0):
+        a = _Attr(id=_LAUNCH_CLUSTER)
+        a.val[0], a.val[1], a.val[2] = cluster
+        attrs.append(a)
+    if cooperative:
+        a = _Attr(id=_LAUNCH_COOPERATIVE)
+        a.val[0] = 1
+        attrs.append(a)
+    array = (_Attr * max(len(attrs), 1))(*attrs)
+    cfg.attrs = ctypes.cast(array, ctypes.POINTER(_Attr))
+    cfg.nattrs = len(attrs)
+    return cfg, array
 
 
 class _Prepared:
-    """A record turned into a launch config and argument slots: pointer
-    operands are written into the slots at each launch."""
+    """A record's entry point and launch config, for the occupancy queries
+    that choose between it and its fallback."""
 
     def __init__(self, fn: int, rec: Launch):
         self.fn = fn
         self.rec = rec
-        self.cfg = _Config()
-        self.cfg.grid[:] = rec.grid
-        self.cfg.block[:] = rec.block
-        self.cfg.shared = rec.shared_bytes
-        attrs = []
-        if rec.cluster != (0, 0, 0):
-            a = _Attr(id=_LAUNCH_CLUSTER)
-            a.val[0], a.val[1], a.val[2] = rec.cluster
-            attrs.append(a)
-        if rec.cooperative:
-            a = _Attr(id=_LAUNCH_COOPERATIVE)
-            a.val[0] = 1
-            attrs.append(a)
-        self.attrs = (_Attr * max(len(attrs), 1))(*attrs)
-        self.cfg.attrs = ctypes.cast(self.attrs, ctypes.POINTER(_Attr))
-        self.cfg.nattrs = len(attrs)
-        self.slots = []
-        self.sources = []
-        for p in rec.params:
-            if p.source in ("value", "out"):
-                self.slots.append(ctypes.c_int(p.value))
-            else:
-                self.slots.append(ctypes.c_void_p(0))
-            self.sources.append(p.source)
-        self.params = (ctypes.c_void_p * len(self.slots))(*[ctypes.addressof(s) for s in self.slots])
+        self.cfg, self.attrs = config(rec.grid, rec.block, rec.shared_bytes, rec.cluster, rec.cooperative)
 
 
 def _refused(rec: Launch, code: int) -> bool:
@@ -256,8 +276,8 @@ def _refused(rec: Launch, code: int) -> bool:
 
 class Kernels:
     """The kernels loaded on one device (the decode kernels, the prefill
-    kernel and decode_ampere16): modules, entry points, and the records
-    prepared for launching."""
+    kernel and decode_ampere16): modules, entry points, and what launches
+    for each record (the record, or its fallback)."""
 
     def __init__(self, driver: Driver, ordinal: int):
         self.driver = driver
@@ -271,8 +291,7 @@ class Kernels:
         self.shared_optin = driver.attribute(dev, _ATTR_SHARED_OPTIN)
         self.shared_per_sm = driver.attribute(dev, _ATTR_SHARED_PER_SM)
         self.ctx = driver.primary_context(dev)
-        # Reentrant: function and module take it, and so do the launches
-        # that call them.
+        # Reentrant: function takes it and calls module, which takes it.
         self._lock = threading.RLock()
         self._modules: Dict[str, int] = {}
         self._functions: Dict[str, int] = {}
@@ -366,58 +385,22 @@ class Kernels:
                 use = rec.fallback
         self._use[id(rec)] = use
 
-    def launch(self, rec: Launch, ptrs: Dict[str, int], stream: int) -> None:
-        """Queues rec (or the fallback prepare chose) on stream with the
-        operand addresses in ptrs (keys y, x, packed, meta, workspace, bias;
-        ptrs["out"] the out flag). A launch the driver still refuses for its
-        cooperative launch or clusters is replaced by the fallback, then and
-        from then on."""
-        with self._lock:
-            self._prepare(rec)
-            use = self._use[id(rec)]
-            with self.current():
-                code = self._queue(self._prepared[id(use)], ptrs, stream)
-                if use.fallback is not None and _refused(use, code):
-                    use = use.fallback
-                    self._use[id(rec)] = use
-                    code = self._queue(self._prepared[id(use)], ptrs, stream)
-            self.driver.check(f"cuLaunchKernelEx({use.entry})", code)
-
     def chosen(self, rec: Launch) -> Launch:
-        """Returns what launch runs for rec: rec itself, or its fallback."""
+        """Returns what launches for rec: rec itself, or its fallback."""
         with self._lock:
             self._prepare(rec)
             return self._use[id(rec)]
 
-    def _queue(self, p: _Prepared, ptrs: Dict[str, int], stream: int) -> int:
-        for slot, source in zip(p.slots, p.sources):
-            if source == "value":
-                continue
-            if source not in ptrs:
-                raise DeviceError(f"launch {p.rec.entry}: no operand for parameter source {source}")
-            slot.value = ptrs[source]
-        p.cfg.stream = stream
-        return self.driver.launch(p.fn, p.cfg, p.params)
-
-    def launch_prefill(self, rec: Prefill, ptrs: Dict[str, int], m: int, n: int, k: int, stream: int) -> None:
-        """Queues the prefill kernel's record rec for m tokens of an n × k
-        weight on stream (launchplan.PrefillRecord): the tensor maps of x,
-        packed and meta encoded for this call, passed by value; ptrs holds
-        y, x, packed, meta, bias and out as for launch."""
+    def fall_back(self, rec: Launch, refused: Launch) -> Launch:
+        """Records that the driver refused refused (what launched for rec)
+        for what its fallback drops (_refused): rec launches the fallback
+        from then on, here and in every launch prepared after. Returns the
+        fallback."""
         with self._lock:
-            fn = self.function(rec.module, rec.entry)
-            maps = [_MapSlot() for _ in range(3)]
-            d = self.driver
-            d.tensor_map(maps[0], ptrs["x"], 2, k, m, 64, rec.tokens, _SWIZZLE_128B, "x")
-            d.tensor_map(maps[1], ptrs["packed"], 2, k // 2, n, 32, rec.rows, _SWIZZLE_64B, "packed")
-            d.tensor_map(maps[2], ptrs["meta"], 4, n, k // 32, rec.rows, 2, _SWIZZLE_NONE, "meta")
-            slots = [ctypes.c_void_p(ptrs["y"]), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k), ctypes.c_void_p(ptrs["bias"] or None), ctypes.c_int(ptrs["out"])]
-            addrs = [ctypes.addressof(slots[0]), maps[0].address, maps[1].address, maps[2].address] + [ctypes.addressof(x) for x in slots[1:]]
-            params = (ctypes.c_void_p * len(addrs))(*addrs)
-            tiles = -(-m // rec.tokens) * -(-n // rec.rows)
-            with self.current():
-                code = d.launch_plain(fn, (min(tiles, self.sms), 1, 1), (rec.block, 1, 1), rec.shared_bytes, stream, params)
-            d.check(f"cuLaunchKernel({rec.entry})", code)
+            self._prepare(rec)
+            if self._use[id(rec)] is refused:
+                self._use[id(rec)] = refused.fallback
+            return refused.fallback
 
     def launch_decode(self, w: int, packed: int, meta: int, n: int, k: int, stream: int) -> None:
         """Queues decode_ampere16: packed + meta back to the dense n × k

@@ -1,26 +1,33 @@
-"""The kernels as PyTorch custom ops, so CUDA graphs and torch.compile
+"""The kernels as PyTorch operators, so CUDA graphs and torch.compile
 capture them.
 
 - `torch.ops.sfsurgery.linear(x, packed, meta, bias, table)`: y = x·Wᵀ (+ b)
   for a 2:4 weight W stored as packed + meta, by the decode kernel whose
   launch record the table holds for (n, k, m), m the tokens in x, or above
   the decode kernels' tokens by the prefill kernel (sm_90a) whose record
-  the table holds for that m; y in x's dtype.
+  the table holds for that m; y in x's dtype, on PyTorch's current
+  stream. Every call checks its arguments (one-line errors), then runs
+  the weight's prepared launch for m (prepared.py), made at its first
+  call and kept per (table, device, shape, addresses). A plain
+  `torch.library` operator with a CUDA kernel and a fake implementation:
+  the dispatcher calls the kernel with nothing else in Python.
 - `torch.ops.sfsurgery.decode(packed, meta)`: W itself, dense, in packed's
-  dtype (the kernel `verify` and `unpack` check against).
+  dtype (the kernel `verify` and `unpack` check against); a
+  `torch.library.custom_op` with a fake implementation.
 
-Both have fake implementations (shapes and dtypes only) for tracing.
+`bind` checks a weight as linear does and returns its prepared launches:
+what SparseLinear.forward runs in eager mode, without the dispatcher.
 Tables are registered once (`register`) and named by an int, which is what
 the op takes; registering allocates the device's split-K workspace, so a
 capture never allocates one.
 """
 
 import threading
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
-from . import driver
+from . import driver, prepared
 from .errors import CheckpointError, DeviceError, RecordError
 from .records import Table, check_device
 
@@ -36,6 +43,18 @@ _WORKSPACES: Dict[int, Tuple[torch.Tensor, int, int, int]] = {}
 _RETIRED: List[torch.Tensor] = []
 
 _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+# The prepared launches of the weights linear has run (_weight), by all
+# they depend on: table, device, shape and addresses, so that a weight at
+# an address another had before gets its own. Emptied when it holds
+# MAX_WEIGHTS, which is more than a model has weights.
+_WEIGHTS: Dict[Tuple[int, int, int, int, int, int, int], prepared.Weight] = {}
+MAX_WEIGHTS = 4096
+
+# PyTorch's current stream of a device, as a number: the raw handle where
+# torch has the call for it (no Stream object made), else the public way.
+stream: Callable[[int], int] = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda ordinal: torch.cuda.current_stream(ordinal).cuda_stream
+)
 
 
 def register(table: Table, device: torch.device) -> int:
@@ -106,55 +125,85 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
-@torch.library.custom_op("sfsurgery::linear", mutates_args=())
-def linear(x: torch.Tensor, packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor], table: int) -> torch.Tensor:
-    """y = x·Wᵀ (+ bias) by the launch record for (n, k, m), m the tokens
-    of x, on PyTorch's current stream; y in x's dtype."""
+def _weight(table: int, ordinal: int, n: int, k: int, packed: int, meta: int, bias: int) -> prepared.Weight:
+    """Returns the prepared launches of a weight at those addresses with
+    registered table on device ordinal, made once."""
+    key = (table, ordinal, n, k, packed, meta, bias)
+    w = _WEIGHTS.get(key)
+    if w is None:
+        with _LOCK:
+            w = _WEIGHTS.get(key)
+            if w is None:
+                if len(_WEIGHTS) >= MAX_WEIGHTS:
+                    _WEIGHTS.clear()
+                w = prepared.Weight(driver.kernels(ordinal), _TABLES[table], n, k, packed, meta, bias, _WORKSPACES[ordinal][1])
+                _WEIGHTS[key] = w
+    return w
+
+
+def _check_linear(packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor], table: int, device: torch.device,
+                  dtype: torch.dtype) -> Tuple[int, int]:
+    """Checks a weight and its bias as linear takes them for activations of
+    dtype on device, and that table is registered there; returns (n, k)."""
+    n, k = _check_weight("sfsurgery.linear", packed, meta, device)
+    if not 0 <= table < len(_TABLES):
+        raise RecordError(f"sfsurgery.linear: no launch records {table} (SparseLinear.attach registers them)")
+    t = _TABLES[table]
+    if dtype != packed.dtype or dtype != _DTYPES[t.dtype]:
+        raise RecordError(f"sfsurgery.linear: activations of {dtype}, weight of {packed.dtype}, launch records for {t.dtype}")
+    if bias is not None and (bias.dtype != dtype or tuple(bias.shape) != (n,) or bias.device != device or not bias.is_contiguous()):
+        raise RecordError(f"sfsurgery.linear: bias {bias.dtype} {tuple(bias.shape)} on {bias.device}, want contiguous {dtype} [{n}] on {device}")
+    if (table, device.index) not in _ON:
+        raise RecordError(f"sfsurgery.linear: launch records {table} are not registered on cuda:{device.index} (SparseLinear.attach there)")
+    return n, k
+
+
+def bind(packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor], table: int) -> prepared.Weight:
+    """Checks a weight on the GPU as linear does (for activations of its
+    dtype on its device) and returns its prepared launches, which run
+    linear's kernels for it without the op (SparseLinear.forward in eager
+    mode)."""
+    if packed.device.type != "cuda":
+        raise DeviceError(f"sfsurgery.linear: packed on {packed.device}, want a CUDA device")
+    n, k = _check_linear(packed, meta, bias, table, packed.device, packed.dtype)
+    return _weight(table, packed.device.index, n, k, packed.data_ptr(), meta.data_ptr(), bias.data_ptr() if bias is not None else 0)
+
+
+def _linear(x: torch.Tensor, packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor], table: int) -> torch.Tensor:
+    """sfsurgery::linear on CUDA (and on the CPU, to refuse it in one line)."""
     if x.device.type != "cuda":
         raise DeviceError(f"sfsurgery.linear: activations on {x.device}, want a CUDA device")
-    n, k = _check_weight("sfsurgery.linear", packed, meta, x.device)
-    t = _TABLES[table]
-    if x.dtype != packed.dtype or x.dtype != _DTYPES[t.dtype]:
-        raise RecordError(f"sfsurgery.linear: activations of {x.dtype}, weight of {packed.dtype}, launch records for {t.dtype}")
+    n, k = _check_linear(packed, meta, bias, table, x.device, x.dtype)
     if x.shape[-1] != k:
         raise RecordError(f"sfsurgery.linear: activations of {x.shape[-1]} features for a {n}x{k} weight")
-    if bias is not None and (bias.dtype != x.dtype or tuple(bias.shape) != (n,) or bias.device != x.device or not bias.is_contiguous()):
-        raise RecordError(f"sfsurgery.linear: bias {bias.dtype} {tuple(bias.shape)} on {bias.device}, want contiguous {x.dtype} [{n}] on {x.device}")
     ordinal = x.device.index
-    if (table, ordinal) not in _ON:
-        raise RecordError(f"sfsurgery.linear: launch records {table} are not registered on cuda:{ordinal} (SparseLinear.attach there)")
     x2 = _aligned(x.reshape(-1, k))
     m = x2.shape[0]
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m == 0:
         return y.reshape(*x.shape[:-1], n)
-    rec = t.lookup(n, k, m)
-    pf = t.lookup_prefill(n, k, m) if rec is None else None
-    if rec is None and pf is None:
-        raise RecordError(f"sfsurgery.linear: no launch record for {n}x{k} at m = {m}")
-    ptrs = {
-        "y": y.data_ptr(),
-        "x": x2.data_ptr(),
-        "packed": packed.data_ptr(),
-        "meta": meta.data_ptr(),
-        # Always the workspace: a record without one ignores it, and its
-        # fallback may need it.
-        "workspace": _WORKSPACES[ordinal][1],
-        "bias": bias.data_ptr() if bias is not None else 0,
-        "out": 1,
-    }
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    if pf is not None:
-        driver.kernels(ordinal).launch_prefill(pf, ptrs, m, n, k, stream)
-    else:
-        driver.kernels(ordinal).launch(rec, ptrs, stream)
+    w = _weight(table, ordinal, n, k, packed.data_ptr(), meta.data_ptr(), bias.data_ptr() if bias is not None else 0)
+    w.launcher(m)(y.data_ptr(), x2.data_ptr(), m, stream(ordinal))
     return y.reshape(*x.shape[:-1], n)
 
 
-@linear.register_fake
-def _(x, packed, meta, bias, table):
-    n = packed.shape[0]
-    return x.new_empty((*x.shape[:-1], n))
+def _linear_fake(x, packed, meta, bias, table):
+    return x.new_empty((*x.shape[:-1], packed.shape[0]))
+
+
+# A plain torch.library operator rather than torch.library.custom_op,
+# whose eager calls add an autograd kernel in Python, a redispatch, a
+# torch._dynamo.disable wrapper and an aliasing check to each launch: here
+# the dispatcher calls _linear directly (its autograd fallback is in C++;
+# nothing here has a gradient). The fake implementation is what
+# torch.compile traces.
+_LIB = torch.library.Library("sfsurgery", "FRAGMENT")
+_LIB.define("linear(Tensor x, Tensor packed, Tensor meta, Tensor? bias, int table) -> Tensor",
+            tags=(torch.Tag.pt2_compliant_tag,))
+_LIB.impl("linear", _linear, "CUDA")
+_LIB.impl("linear", _linear, "CPU")
+torch.library.register_fake("sfsurgery::linear", _linear_fake, lib=_LIB)
+linear = torch.ops.sfsurgery.linear.default
 
 
 @torch.library.custom_op("sfsurgery::decode", mutates_args=())
