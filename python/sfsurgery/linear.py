@@ -25,6 +25,14 @@ bias), so a state dict loads into it as is. What runs, per token count m
   - "cusparselt": `torch._cslt_sparse_mm` on a second, cuSPARSELt-
     compressed copy made at `attach`: prefill faster than dense where
     cuSPARSELt wins, at 56% more weight memory (112% of dense in all).
+
+Our kernels run through torch.ops.sfsurgery.linear where something must
+see the op (torch.compile, torch.jit tracing, a dispatch mode) or where
+the activation needs the op's checks or a copy; otherwise, in eager mode,
+forward runs the weight's prepared launch itself (ops.bind, prepared.py):
+the launch the op makes, without the dispatcher, its per-call argument
+checks of the buffers (made at attach, and again when one changes) and
+anything else in Python.
 """
 
 from typing import Optional, Sequence
@@ -38,6 +46,17 @@ from .records import MAX_TOKENS as DECODE_TOKENS
 from .records import Table
 
 PREFILL = ("ours", "decode", "cusparselt")
+
+# What forward asks before it launches without the dispatcher (each a C
+# call, or a flag, in eager mode): torch.compile tracing (which must see
+# the op), torch.jit tracing, a Python dispatch mode such as FakeTensorMode
+# (which must see the op), the profiler (which then records the launch
+# under DIRECT).
+_compiling = torch.compiler.is_compiling
+_tracing = torch._C._get_tracing_state
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_mode", lambda: 0)
+_profiling = torch._C._autograd._profiler_enabled
+DIRECT = "sfsurgery::linear (direct)"
 
 
 class SparseLinear(nn.Module):
@@ -63,6 +82,11 @@ class SparseLinear(nn.Module):
         self.max_tokens = 0
         self.prefill = "decode"
         self.cslt: Optional[torch.Tensor] = None
+        # The weight's prepared launches (ops.bind) with the buffers and
+        # addresses they were made for: (packed, meta, bias, their
+        # addresses, the launches, device ordinal, dtype, device). One
+        # tuple, replaced whole.
+        self._direct: Optional[tuple] = None
 
     def extra_repr(self) -> str:
         """The shape, dtype, kernels' token range and prefill path."""
@@ -107,13 +131,44 @@ class SparseLinear(nn.Module):
         self.cslt = None
         if prefill == "cusparselt":
             self.cslt = torch._cslt_compress(ops.decode(self.packed, self.meta))
+        self._direct = None
+        self._bind()
+
+    def _bind(self) -> tuple:
+        """Checks the buffers as the op does (ops.bind) and keeps their
+        prepared launches with what they were made for."""
+        packed, meta, bias = self.packed, self.meta, self.bias
+        weight = ops.bind(packed, meta, bias, self.table_id)
+        d = (packed, meta, bias, packed.data_ptr(), meta.data_ptr(), bias.data_ptr() if bias is not None else 0,
+             weight, packed.device.index, packed.dtype, packed.device)
+        self._direct = d
+        return d
+
+    def __getstate__(self):
+        """The module's state for copy and pickle, without the prepared
+        launches (ctypes and a lock; the copy's buffers are elsewhere)."""
+        state = self.__dict__.copy()
+        state["_direct"] = None
+        return state
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """y = x·Wᵀ + b: our decode kernel up to max_tokens tokens, our
         prefill kernel above DECODE_TOKENS where the prefill path is
-        "ours", else the weight decoded to dense (or cuSPARSELt's copy)."""
+        "ours", else the weight decoded to dense (or cuSPARSELt's copy).
+        Our kernels run by the prepared launch in eager mode for a plain
+        contiguous activation of the weight's dtype on its device, 16-byte
+        aligned; otherwise through torch.ops.sfsurgery.linear (module
+        doc)."""
         m = x.numel() // max(x.shape[-1], 1)
         if self.table_id is not None and (0 < m <= self.max_tokens or m > DECODE_TOKENS and self.prefill == "ours"):
+            if not _compiling() and _tracing() is None and not _dispatch_modes():
+                if _profiling():
+                    with torch.profiler.record_function(DIRECT):
+                        y = self._launch(x, m)
+                else:
+                    y = self._launch(x, m)
+                if y is not None:
+                    return y
             return ops.linear(x, self.packed, self.meta, self.bias, self.table_id)
         if self.cslt is not None:
             # cuSPARSELt takes the dense operand's rows in multiples of 8,
@@ -125,6 +180,30 @@ class SparseLinear(nn.Module):
             y = torch._cslt_sparse_mm(self.cslt, x2.t(), bias=self.bias, transpose_result=True)
             return y[: x2.shape[0] - pad].reshape(*x.shape[:-1], self.out_features)
         return nn.functional.linear(x, ops.decode(self.packed, self.meta), self.bias)
+
+    def _launch(self, x: torch.Tensor, m: int) -> Optional[torch.Tensor]:
+        """Runs the prepared launch for x (m tokens) and returns y, or
+        returns None where x is not one it takes as it is (the op then
+        checks x, and refuses it or copies it)."""
+        if type(x) is not torch.Tensor:
+            return None
+        d = self._direct
+        if d is None:  # a copy (__getstate__)
+            d = self._bind()
+        packed, meta, bias, pp, mp, bp, weight, ordinal, dtype, device = d
+        b = self._buffers
+        if (b["packed"] is not packed or b["meta"] is not meta or b["bias"] is not bias or packed.data_ptr() != pp
+                or meta.data_ptr() != mp or (bias is not None and bias.data_ptr() != bp)):
+            packed, meta, bias, pp, mp, bp, weight, ordinal, dtype, device = self._bind()
+        if x.dtype is not dtype or x.get_device() != ordinal or not x.is_contiguous():
+            return None
+        shape = x.shape
+        xp = x.data_ptr()
+        if shape[-1] != weight.k or xp % 16:
+            return None
+        y = torch.empty(shape[:-1] + (weight.n,), dtype=dtype, device=device)
+        weight.launcher(m)(y.data_ptr(), xp, m, ops.stream(ordinal))
+        return y
 
     @classmethod
     def stack(cls, parts: Sequence["SparseLinear"]) -> "SparseLinear":
