@@ -47,15 +47,15 @@ from .records import Table
 
 PREFILL = ("ours", "decode", "cusparselt")
 
-# What forward asks before it launches without the dispatcher (each a C
-# call, or a flag, in eager mode): torch.compile tracing (which must see
-# the op), torch.jit tracing, a Python dispatch mode such as FakeTensorMode
-# (which must see the op), the profiler (which then records the launch
-# under DIRECT).
+# What forward asks before it launches without the dispatcher (in eager
+# mode a flag or a C call each): torch.compile tracing and torch.jit
+# tracing, which must record the op; a Python dispatch mode (such as
+# FakeTensorMode), which must see it; the profiler, which then records the
+# launch under DIRECT. torch's private calls where it has them.
 _compiling = torch.compiler.is_compiling
-_tracing = torch._C._get_tracing_state
+_tracing = getattr(torch._C, "_get_tracing_state", lambda: None)
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_mode", lambda: 0)
-_profiling = torch._C._autograd._profiler_enabled
+_profiling = getattr(torch._C._autograd, "_profiler_enabled", lambda: False)
 DIRECT = "sfsurgery::linear (direct)"
 
 

@@ -284,5 +284,223 @@ class TransformersTest(unittest.TestCase):
         self.assertFalse(any(isinstance(x, SparseLinear) for x in m.modules()))
 
 
+@unittest.skipUnless(GPU, "needs torch and a CUDA GPU")
+class DirectTest(unittest.TestCase):
+    """SparseLinear's eager forward, which launches the weight's prepared
+    launch without the dispatcher: the op's bits for every token count
+    the kernels serve, each weight its own operands, x anywhere, CUDA
+    graphs and torch.compile, and the op's one-line errors for an
+    activation it does not take as it is."""
+
+    MS = (1, 2, 7, 16, 64, 65, 128, 512)
+    # A decode-sized and a larger (MLP) projection of Llama-3 8B.
+    SHAPES = ((1024, 4096), (14336, 4096))
+
+    @classmethod
+    def setUpClass(cls):
+        cls.table = plan(cls.SHAPES, "bf16")
+        cls.gen = torch.Generator(device="cuda").manual_seed(11)
+
+    def linear(self, n, k, bias=False, table=None):
+        from sfsurgery import SparseLinear
+
+        w, packed, meta = sparse_weight(n, k, torch.bfloat16, self.gen)
+        lin = SparseLinear(k, n, bias=bias, device="cuda")
+        with torch.no_grad():
+            lin.packed.copy_(packed)
+            lin.meta.copy_(meta)
+            if bias:
+                lin.bias.copy_(torch.randn(n, generator=self.gen, device="cuda").to(torch.bfloat16))
+        lin.attach(table or self.table)
+        return w, lin
+
+    def ours(self, lin, m):
+        """Whether SparseLinear runs our kernels at m (else "decode"
+        prefill: the weight decoded, then torch's matmul)."""
+        return m <= lin.max_tokens or lin.prefill == "ours"
+
+    def op(self, lin, x):
+        from sfsurgery import ops
+
+        return ops.linear(x, lin.packed, lin.meta, lin.bias, lin.table_id)
+
+    def x(self, m, k, lead=(1,)):
+        return torch.randn((*lead, m, k), generator=self.gen, device="cuda").to(torch.bfloat16)
+
+    def test_bits_of_the_op(self):
+        for n, k in self.SHAPES:
+            for bias in (False, True):
+                w, lin = self.linear(n, k, bias)
+                for m in self.MS:
+                    if not self.ours(lin, m):
+                        continue
+                    with self.subTest(n=n, k=k, bias=bias, m=m), torch.no_grad():
+                        x = self.x(m, k)
+                        y = lin(x)
+                        want = self.op(lin, x)
+                        self.assertEqual(tuple(y.shape), (1, m, n))
+                        self.assertTrue(torch.equal(y, want), "direct launch differs from the op's")
+                        ref = x.float() @ w.float().t() + (lin.bias.float() if bias else 0)
+                        err = (y.float() - ref).abs().max().item() / ref.abs().max().item()
+                        self.assertLess(err, 1e-2)
+                with torch.inference_mode():
+                    x = self.x(7, k)
+                    self.assertTrue(torch.equal(lin(x), self.op(lin, x)), "under inference_mode")
+
+    def test_no_dispatcher(self):
+        """In eager mode the forward does not call the op: the profiler
+        records the direct launch and no sfsurgery::linear."""
+        from torch.profiler import profile
+
+        from sfsurgery.linear import DIRECT
+
+        _, lin = self.linear(*self.SHAPES[0])
+        for m in (1, 128 if HOPPER else 16):
+            x = self.x(m, lin.in_features)
+            with torch.no_grad(), profile() as prof:
+                lin(x)
+            keys = {e.key for e in prof.key_averages()}
+            self.assertIn(DIRECT, keys)
+            self.assertNotIn("sfsurgery::linear", keys)
+
+    def test_weights_apart(self):
+        """Two modules of one shape on one table, called in turn at the same
+        m: each gets its own weight and bias."""
+        n, k = self.SHAPES[0]
+        wa, a = self.linear(n, k, bias=True)
+        wb, b = self.linear(n, k, bias=True)
+        for m in (1, 16, 128 if HOPPER else 64):
+            x = self.x(m, k)
+            with torch.no_grad():
+                ys = [a(x), b(x), a(x), b(x)]
+                self.assertTrue(torch.equal(ys[0], self.op(a, x)))
+                self.assertTrue(torch.equal(ys[1], self.op(b, x)))
+            self.assertTrue(torch.equal(ys[0], ys[2]) and torch.equal(ys[1], ys[3]))
+            self.assertFalse(torch.equal(ys[0], ys[1]), f"m={m}: two weights, one result")
+            for y, w, lin in ((ys[0], wa, a), (ys[1], wb, b)):
+                ref = x.float() @ w.float().t() + lin.bias.float()
+                self.assertLess((y.float() - ref).abs().max().item() / ref.abs().max().item(), 1e-2, f"m={m}")
+
+    def test_x_anywhere(self):
+        """Consecutive calls with x at other addresses (the prefill kernel's
+        x map encoded again), and back at the first one."""
+        n, k = self.SHAPES[1]
+        w, lin = self.linear(n, k)
+        for m in (16, 128, 512):
+            if not self.ours(lin, m):
+                continue
+            big = torch.randn((4, m, k), generator=self.gen, device="cuda").to(torch.bfloat16)
+            order = [0, 1, 1, 2, 0, 3, 0]
+            with torch.no_grad():
+                ys = [lin(big[i]) for i in order]
+                for i, y in zip(order, ys):
+                    self.assertTrue(torch.equal(y, self.op(lin, big[i].clone())), f"m={m} x {i}")
+                # another m at the same address
+                self.assertTrue(torch.equal(lin(big[0, : m - 1]), self.op(lin, big[0, : m - 1].clone())), f"m={m - 1}")
+
+    def test_graph(self):
+        """A CUDA graph captured around the direct launch replays it on the
+        captured x's address: new contents, new results."""
+        n, k = self.SHAPES[1]
+        _, lin = self.linear(n, k, bias=True)
+        for m in (1, 16, 64) + ((128, 512) if HOPPER else ()):
+            x = self.x(m, k)
+            with torch.no_grad():
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    lin(x)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    y = lin(x)
+                for _ in range(2):
+                    x.copy_(self.x(m, k))
+                    g.replay()
+                    torch.cuda.synchronize()
+                    self.assertTrue(torch.equal(y, self.op(lin, x)), f"m={m}: replay differs")
+
+    def test_compile(self):
+        """torch.compile(fullgraph=True) of a module around SparseLinear
+        traces the op (one graph) and computes its bits."""
+        n, k = self.SHAPES[0]
+        _, lin = self.linear(n, k, bias=True)
+
+        class Around(torch.nn.Module):
+            def __init__(self, lin):
+                super().__init__()
+                self.lin = lin
+
+            def forward(self, x):
+                return self.lin(x * 2) + 1
+
+        mod = Around(lin)
+        f = torch.compile(mod, fullgraph=True)
+        for m in (1, 8) + ((300,) if HOPPER else ()):
+            x = self.x(m, k)
+            with torch.no_grad():
+                want = self.op(lin, x * 2) + 1
+                for _ in range(2):
+                    self.assertTrue(torch.equal(f(x), want), f"m={m}: compiled differs")
+                self.assertTrue(torch.equal(mod(x), want), f"m={m}: eager differs")
+
+    def test_refusals(self):
+        """An activation the direct launch does not take goes to the op:
+        refused in one line, or copied and computed."""
+        from sfsurgery.errors import DeviceError, RecordError
+
+        n, k = self.SHAPES[0]
+        _, lin = self.linear(n, k)
+        x = self.x(4, k)
+        cases = [
+            (x.float(), RecordError, "activations of torch.float32, weight of torch.bfloat16, launch records for bf16"),
+            (x.half(), RecordError, "activations of torch.float16"),
+            (x[..., : k // 2], RecordError, f"activations of {k // 2} features for a {n}x{k} weight"),
+            (x.cpu(), DeviceError, "activations on cpu, want a CUDA device"),
+        ]
+        for bad, err, msg in cases:
+            with self.subTest(msg=msg), torch.no_grad():
+                with self.assertRaises(err) as cm:
+                    lin(bad)
+                self.assertIn(msg, str(cm.exception))
+                self.assertNotIn("\n", str(cm.exception))
+        with torch.no_grad():
+            wide = self.x(4, 2 * k)
+            strided = wide[..., :k]  # not contiguous: the op copies it
+            self.assertTrue(torch.equal(lin(strided), self.op(lin, strided.contiguous())))
+            flat = torch.empty(4 * k + 8, device="cuda", dtype=torch.bfloat16)
+            odd = flat[1 : 1 + 4 * k].view(4, k)  # 2 bytes off 16-byte alignment
+            odd.copy_(x[0])
+            self.assertTrue(torch.equal(lin(odd), self.op(lin, x[0].clone())))
+
+    def test_buffers_change(self):
+        """A buffer written in place, replaced, or copied with the module:
+        the launch follows; one the op refuses is refused the same way."""
+        import copy
+
+        from sfsurgery.errors import RecordError
+
+        n, k = self.SHAPES[0]
+        _, lin = self.linear(n, k, bias=True)
+        w2, packed2, meta2 = sparse_weight(n, k, torch.bfloat16, self.gen)
+        x = self.x(3, k)
+        with torch.no_grad():
+            before = lin(x)
+            lin.packed.copy_(packed2)
+            lin.meta.copy_(meta2)
+            inplace = lin(x)
+            self.assertFalse(torch.equal(before, inplace))
+            self.assertTrue(torch.equal(inplace, self.op(lin, x)))
+            lin.packed = packed2.clone()
+            lin.meta = meta2.clone()
+            lin.bias = lin.bias * 2
+            self.assertTrue(torch.equal(lin(x), self.op(lin, x)))
+            dup = copy.deepcopy(lin)
+            self.assertTrue(torch.equal(dup(x), lin(x)))
+            lin.bias = lin.bias.float()
+            with self.assertRaisesRegex(RecordError, "^sfsurgery.linear: bias torch.float32"):
+                lin(x)
+
+
 if __name__ == "__main__":
     unittest.main()
