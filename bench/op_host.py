@@ -4,6 +4,7 @@ PyTorch's dense linear of the same shape, per shape and token count.
 
     python3 bench/op_host.py [--shapes 4096x4096,...] [--tokens 1,16,512,2048]
         [--dtype bf16] [--calls 100] [--reps 21] [--json OUT] [--no-profile]
+        [--package DIR]
 
 Per shape n x k (out x in features; default Llama-3-8B's q/o, k/v, stacked
 qkv, stacked gate/up and down) and token count m, on an activation x of
@@ -17,8 +18,8 @@ qkv, stacked gate/up and down) and token count m, on an activation x of
   launches the prepared launch without the dispatcher).
 
 Method: the GPU is first kept busy (torch.cuda._sleep, calibrated, for
-longer than the timed loop; a call whose sleep ended before the loop did
-is measured again with a longer one), so that no call waits for the GPU;
+longer than the timed loop; a loop whose sleep ended before the loop did
+is timed again with a longer one), so that no call waits for the GPU;
 then `calls` calls are timed on the host (time.perf_counter_ns), then the
 GPU is synchronized; the median of `reps` such loops. Then, unless
 --no-profile, torch.profiler (CPU and CUDA activities, as a trace of a
@@ -29,8 +30,11 @@ op / F.linear and SparseLinear / nn.Linear (at most 1 is the target).
 
 The weights are random dense weights pruned 2:4 (the two largest of each
 four), packed by PyTorch's CUTLASS conversion, planned by `sfsurgery
-plan` for this GPU (the binary from $SFSURGERY_BIN or PATH). Needs torch
-and a CUDA GPU; the argument parsing and the table need neither
+plan` for this GPU (the binary from $SFSURGERY_BIN or PATH). --package
+runs another checkout's sfsurgery (its python/ directory) the same way,
+to set a change beside what it replaced (with that checkout's binary
+where the launch documents differ). Needs torch and a CUDA GPU; the
+argument parsing and the table need neither
 (python/tests/test_op_host.py).
 """
 
@@ -38,14 +42,16 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+PACKAGE = os.path.normpath(os.path.join(HERE, "..", "python"))
 
 SCHEMA = "sfsurgery-op-host/1"
 # Llama-3-8B's projections (n, k) as the package runs them: q and o, k and
@@ -59,6 +65,10 @@ RATIOS = [("op_vs_linear", "op", "linear", "op/F.linear"), ("module_vs_nn_linear
 # The profiler's keys per call: the record_function ranges of the calls
 # (bench::KEY) and the operators inside them.
 PROFILED_OPS = ["aten::linear", "aten::matmul", "aten::mm", "sfsurgery::linear", "sfsurgery::linear (direct)"]
+
+
+class PlanError(Exception):
+    """The planner is missing or failed."""
 
 
 def positive(s: str) -> int:
@@ -100,6 +110,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--reps", type=positive, default=21, help="timed loops (the median is reported)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     ap.add_argument("--no-profile", action="store_true", help="skip the torch.profiler run")
+    ap.add_argument("--package", default=PACKAGE, metavar="DIR",
+                    help="the directory to import sfsurgery from (default this repository's python/; another checkout's to compare)")
     return ap
 
 
@@ -126,7 +138,8 @@ def render(doc: dict) -> str:
                     + [_cell(r["ratio"].get(k), ".2f") for k, *_ in RATIOS] + [r["path"]])
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     lines = [f"{doc['device']}, torch {doc['torch']}, {doc['dtype']}, x [1, m, k], no_grad; "
-             f"host µs per call, median of {doc['reps']} loops of {doc['calls']} calls"]
+             f"host µs per call, median of {doc['reps']} loops of {doc['calls']} calls"
+             + (f"; sfsurgery from {doc['package']}" if doc.get("package") else "")]
     for row in [head] + rows:
         lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
     for key, *_, header in RATIOS:
@@ -260,13 +273,19 @@ def sparse_weight(n: int, k: int, dtype, gen):
 
 
 def plan(shapes: Sequence[Tuple[int, int]], dtype: str):
-    """The launch records `sfsurgery plan` gives for shapes on this GPU."""
-    from sfsurgery import discover, records, tool
-    from sfsurgery.errors import RecordError
+    """The launch records `sfsurgery plan` gives for shapes on this GPU,
+    parsed by the package under test."""
+    from sfsurgery import records
 
-    cmd = discover.plan_command(shapes, dtype)
-    out = tool.run(cmd[1:], RecordError, "op_host.py plans the launch records with the Go planner")
-    return records.parse(json.loads(out), where="sfsurgery plan")
+    exe = os.environ.get("SFSURGERY_BIN") or shutil.which("sfsurgery")
+    if not exe:
+        raise PlanError("op_host.py plans the launch records with the Go planner: put the sfsurgery binary on PATH or name it in $SFSURGERY_BIN")
+    cmd = [exe, "plan", "--shapes", ",".join(f"{n}x{k}" for n, k in shapes), "--dtype", dtype, "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        raise PlanError(f"{shlex.join(cmd)}: {last}")
+    return records.parse(json.loads(r.stdout), where="sfsurgery plan")
 
 
 def measure_shape(n: int, k: int, table, args, rate: float, gen) -> List[dict]:
@@ -329,11 +348,16 @@ def measure(args) -> dict:
             rows += measure_shape(n, k, table, args, rate, gen)
             torch.cuda.empty_cache()
     return {"schema": SCHEMA, "device": torch.cuda.get_device_name(), "torch": torch.__version__, "dtype": args.dtype,
-            "calls": args.calls, "reps": args.reps, "command": shlex.join(["python3"] + sys.argv), "rows": rows}
+            "calls": args.calls, "reps": args.reps, "package": os.path.abspath(args.package),
+            "command": shlex.join(["python3"] + sys.argv), "rows": rows}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(argv)
+    if not os.path.isfile(os.path.join(args.package, "sfsurgery", "__init__.py")):
+        print(f"op_host.py: {args.package}: no sfsurgery package in it", file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.path.abspath(args.package))
     try:
         import torch
     except ImportError:
@@ -346,7 +370,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         doc = measure(args)
-    except SfsurgeryError as e:
+    except (SfsurgeryError, PlanError) as e:
         print(f"op_host.py: {e}", file=sys.stderr)
         return 2
     sys.stdout.write(render(doc))

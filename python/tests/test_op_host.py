@@ -35,6 +35,7 @@ class ArgsTest(unittest.TestCase):
         self.assertEqual(a.shapes, [(4096, 4096), (1024, 4096), (6144, 4096), (28672, 4096), (4096, 14336)])
         self.assertEqual(a.tokens, [1, 16, 512, 2048])
         self.assertEqual((a.dtype, a.calls, a.reps, a.json, a.no_profile), ("bf16", 100, 21, None, False))
+        self.assertEqual(a.package, os.path.join(REPO, "python"))
 
     def test_good(self):
         a, _ = parse("--shapes", "1024x4096, 64X128", "--tokens", "3,65", "--dtype", "f16", "--calls", "7", "--reps", "1",
@@ -61,6 +62,13 @@ class ArgsTest(unittest.TestCase):
                 self.assertEqual(code, 2)
                 self.assertIn(want, err)
                 self.assertEqual(len([ln for ln in err.splitlines() if "error:" in ln]), 1)
+
+    def test_no_package(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(op_host.main(["--package", tmp]), 2)
+            self.assertEqual(err.getvalue(), f"op_host.py: {tmp}: no sfsurgery package in it\n")
 
     @unittest.skipIf(TORCH, "torch is installed: main would measure")
     def test_no_torch(self):
@@ -104,6 +112,11 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(out[10], "  4096x4096 m=512: ")
         # the columns line up: every row as wide as the header
         self.assertEqual(len({len(line) for line in out[1:3]}), 1)
+
+    def test_package(self):
+        d = doc()
+        d["package"] = "/old/python"
+        self.assertTrue(op_host.render(d).splitlines()[0].endswith("100 calls; sfsurgery from /old/python"))
 
     def test_no_profile(self):
         d = doc()
