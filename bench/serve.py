@@ -173,8 +173,9 @@ def set_pruned(dense, sparse_dir):
 
     q = layout.sparse_config(layout.read_config(sparse_dir))
     targets = set(q["targets"])
+    tensors = layout.read_tensors(sparse_dir)
     with torch.no_grad():
-        for f in layout.checkpoint_files(sparse_dir):
+        for f in sorted({t.path for t in tensors.values()}):
             with safe_open(f, "pt", device="cuda") as st:
                 for key in st.keys():
                     if key.endswith(".packed") and key[:-7] in targets:
