@@ -121,21 +121,25 @@ def perplexity_section(doc: Mapping) -> List[str]:
     split = doc["dense"].get("train_split")
     out = ["## Perplexity", "",
            f"Each figure is `python -m sfsurgery perplexity` over {count(dh['windows'])} windows of {dh['seqlen']} tokens "
-           f"of heldout.txt ({count(dh['text_tokens'])} tokens of held-out files, never trained on), scored as the Wanda "
+           f"of heldout.txt ({count(dh['text_tokens'])} tokens{heads(doc)} of held-out files, never trained on), scored as the Wanda "
            f"and SparseGPT papers score: the mean negative log-likelihood of every token after a window's first, exp. "
            f"Kept magnitude is Σ|kept| / Σ|all| over the pruned weights, from each output's prune report.", ""]
     out += table(["model", "held-out perplexity", "vs dense", "served vs dense-pruned", "kept magnitude"], rows)
+    out += ["", f"The dense model on {count(dt['windows'])} windows of train.txt (the heads of files it trained on): "
+                f"{ppl(dt['perplexity'])}; held-out is {pct(rel(d, dt['perplexity']))} from it (the bound for a model that is "
+                f"not overfit: {HELDOUT_BOUND:.0%})."]
     if split:
-        out += ["", f"The dense model on {count(split['windows'])} windows of trainsplit.txt (training files drawn as the held-out "
-                    f"files are, whether or not training reached them): {ppl(split['perplexity'])}; held-out is "
-                    f"{pct(rel(d, split['perplexity']))} from it (the bound for a model that is not overfit: {HELDOUT_BOUND:.0%}). "
-                    f"On {count(dt['windows'])} windows of train.txt (files it trained on whole): {ppl(dt['perplexity'])}, "
-                    f"held-out {pct(rel(d, dt['perplexity']))} from it."]
-    else:
-        out += ["", f"The dense model on {count(dt['windows'])} windows of train.txt (files it trained on): {ppl(dt['perplexity'])}; "
-                    f"held-out is {pct(rel(d, dt['perplexity']))} from it (the bound for a model that is not overfit: "
-                    f"{HELDOUT_BOUND:.0%})."]
+        out[-1] += (f" On {count(split['windows'])} windows of trainsplit.txt (training files drawn as the held-out files are, "
+                    f"whether or not training reached them): {ppl(split['perplexity'])}, held-out "
+                    f"{pct(rel(d, split['perplexity']))} from it.")
     return out
+
+
+def heads(doc: Mapping) -> str:
+    """How much of each file the evaluation texts hold, as a phrase after
+    "N tokens" (nothing for a recipe that took whole files)."""
+    cap = doc["model"].get("recipe", {}).get("file_bytes")
+    return f": the heads, up to {cap // 1024} KiB of whole lines," if cap else ""
 
 
 def mean(xs: List[float]) -> float:

@@ -142,10 +142,18 @@ class RenderTest(unittest.TestCase):
         doc = synthetic()
         doc["dense"]["train_split"] = ppl_result(6.0, windows=1111)
         md = render.render(doc)
-        self.assertIn("The dense model on 1,111 windows of trainsplit.txt (training files drawn as the held-out files are, "
-                      "whether or not training reached them): 6.0000; held-out is +5.2% from it (the bound for a model that "
-                      "is not overfit: 10%). On 1,100 windows of train.txt (files it trained on whole): 6.0900, held-out +3.6% "
-                      "from it.", md)
+        self.assertIn("The dense model on 1,100 windows of train.txt (the heads of files it trained on): 6.0900; held-out is "
+                      "+3.6% from it (the bound for a model that is not overfit: 10%). On 1,111 windows of trainsplit.txt "
+                      "(training files drawn as the held-out files are, whether or not training reached them): 6.0000, "
+                      "held-out +5.2% from it.", md)
+        del doc["dense"]["train_split"]
+        self.assertNotIn("trainsplit", render.render(doc))
+
+    def test_heads(self):
+        doc = synthetic()
+        self.assertIn("tokens of held-out files", render.render(doc))
+        doc["model"]["recipe"]["file_bytes"] = 8192
+        self.assertIn("1,187,654 tokens: the heads, up to 8 KiB of whole lines, of held-out files", render.render(doc))
 
     def test_pct(self):
         for x, want in [(-1.4191e-5, "-0.0014%"), (0.0, "+0.0000%"), (0.0099, "+0.9900%"), (0.01, "+1.0%"), (0.1167, "+11.7%"),
