@@ -84,7 +84,11 @@ class Checkpoint:
         if embed.dtype not in TORCH_DTYPES:
             raise CheckpointError(f"{embed.path}: {embed.name} is {embed.dtype}; calibrate runs BF16, F16 and F32 models")
         self.dtype = TORCH_DTYPES[embed.dtype]
-        self.rotary = type(rotary)(config=model.config, device=device)
+        # Made with the device as the default one rather than by a device
+        # argument, which transformers deprecates from 5.18: every tensor
+        # the rotary embedding makes (inv_freq and any copy of it) is there.
+        with torch.device(device):
+            self.rotary = type(rotary)(config=model.config)
         self._model = model  # the skeleton the layers belong to
         self._embed_keys = self._keys(EMBEDDINGS + ".", self.embedding)
         self._layer_keys = [self._keys(f"{LAYERS}.{i}.", self.layers[i]) for i in range(len(self.layers))]
