@@ -5,12 +5,20 @@
 # the GPU at hand. Needs the sfsurgery binary ($SFSURGERY_BIN, default
 # sfsurgery on PATH), torch and transformers. Writes into $BENCH_DIR
 # (default a temporary directory, removed at the end) and the result to
-# ${OUT:-.}/serve-SHAPE[-LLAYERS].json. Extra arguments after LAYERS go to
-# serve.py (e.g. --batches 1,8).
+# ${OUT:-.}/serve-SHAPE[-LLAYERS].json. The arguments after SHAPE and
+# LAYERS (LAYERS is a number; without it they follow SHAPE) go to serve.py
+# (e.g. --batches 1,8). A BENCH_DIR that does not exist is made.
 set -euo pipefail
 shape=${1:?usage: serve.sh SHAPE [LAYERS] [serve.py args]}
-layers=${2:-}
-shift $(( $# >= 2 ? 2 : 1 ))
+shift
+layers=
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+	layers=$1
+	shift
+elif [[ -n ${1:-} && ${1:-} != -* ]]; then
+	echo "serve.sh: LAYERS $1: want a number of decoder layers" >&2
+	exit 2
+fi
 bin=${SFSURGERY_BIN:-sfsurgery}
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${BENCH_DIR:-}
