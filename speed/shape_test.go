@@ -2,7 +2,9 @@ package speed
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
@@ -75,6 +77,93 @@ func TestParseShapes(t *testing.T) {
 			t.Errorf("ParseShapes(%q) = %v, want ErrShape", bad, err)
 		}
 	}
+}
+
+// FuzzParseShapes: no --shapes value makes ParseShapes panic; an error
+// is one line wrapping ErrShape and comes with no shapes; accepted shapes
+// have N and K in range and ops that are nonempty, trimmed and listed
+// once. Their spelling (shapeSpelling) parses back to the same shapes, and
+// stacking them (Fused) keeps every weight element: Σ N·K·Count is the
+// same both ways.
+func FuzzParseShapes(f *testing.F) {
+	for _, s := range []string{
+		// Valid: TestParseShapes', TestArchShapes70B's and TestParseShapesFused's.
+		"llama3-8b, q+o=512x256, 96x64, 512X256, gate=96x64", "llama3-70b", "tinyllama,tinyllama",
+		"q+o=64x32, k=16x32, v=16x32, 96x64", "gate=96x32, up=96x64", " TinyLlama , 1x1073741824 ",
+		// Malformed: TestParseShapes' and more.
+		"", ",", "4096", "0x64", "ax64", "q+=64x64", "llama9", "-1x5", "q=k=4x4", "1x1x1",
+		"1073741825x1", "=4x4", "q+ +o=4x4", "4x", "x4", "q=4x4,,llama9",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		sep, serr := ParseShapes(spec, Separate)
+		fused, ferr := ParseShapes(spec, Fused)
+		if (serr == nil) != (ferr == nil) {
+			t.Fatalf("%q: Separate %v, Fused %v; want both or neither refused", spec, serr, ferr)
+		}
+		var sums [2]uint64 // Σ N·K·Count of Separate and Fused, mod 2^64
+		for i, r := range []struct {
+			shapes []Shape
+			err    error
+			maxN   int // a stack's N is the sum of up to 3 items' N
+		}{{sep, serr, MaxDim}, {fused, ferr, 3 * MaxDim}} {
+			if r.err != nil {
+				if r.shapes != nil || !errors.Is(r.err, ErrShape) || strings.Contains(r.err.Error(), "\n") {
+					t.Fatalf("%q: shapes %+v, error %q; want none and one line wrapping ErrShape", spec, r.shapes, r.err)
+				}
+				continue
+			}
+			if len(r.shapes) == 0 {
+				t.Fatalf("%q: no shapes and no error", spec)
+			}
+			for _, s := range r.shapes {
+				if s.N < 1 || s.N > r.maxN || s.K < 1 || s.K > MaxDim || s.Count < 1 {
+					t.Fatalf("%q: accepted %+v", spec, s)
+				}
+				for j, op := range s.Ops {
+					if op == "" || op != strings.TrimSpace(op) || strings.ContainsAny(op, ",+=") || slices.Contains(s.Ops[:j], op) {
+						t.Fatalf("%q: accepted op %q in %+v", spec, op, s)
+					}
+				}
+				sums[i] += uint64(s.N) * uint64(s.K) * uint64(s.Count)
+			}
+		}
+		if serr != nil {
+			return
+		}
+		if sums[0] != sums[1] {
+			t.Fatalf("%q: Σ N·K·Count is %d separate, %d fused", spec, sums[0], sums[1])
+		}
+		// Count is not spelled: "q+o=4x4, 4x4" counts 3 of what "q+o=4x4"
+		// counts 2.
+		back, err := ParseShapes(shapeSpelling(sep), Separate)
+		if err != nil || !slices.EqualFunc(back, sep, func(a, b Shape) bool {
+			return a.Model == b.Model && slices.Equal(a.Ops, b.Ops) && a.N == b.N && a.K == b.K
+		}) {
+			t.Fatalf("%q: %+v spelled %q reads back as %+v, %v", spec, sep, shapeSpelling(sep), back, err)
+		}
+	})
+}
+
+// shapeSpelling returns the --shapes value that names shapes, in order:
+// an architecture's name at the first of its shapes, OPS=NxK where a
+// shape has ops, NxK where it has none.
+func shapeSpelling(shapes []Shape) string {
+	var items []string
+	for i, s := range shapes {
+		switch {
+		case s.Model != "":
+			if !slices.ContainsFunc(shapes[:i], func(p Shape) bool { return p.Model == s.Model }) {
+				items = append(items, s.Model)
+			}
+		case len(s.Ops) > 0:
+			items = append(items, fmt.Sprintf("%s=%dx%d", strings.Join(s.Ops, "+"), s.N, s.K))
+		default:
+			items = append(items, fmt.Sprintf("%dx%d", s.N, s.K))
+		}
+	}
+	return strings.Join(items, ",")
 }
 
 func TestArchShapes70B(t *testing.T) {
