@@ -46,8 +46,15 @@ const (
 	tensorOOBZero     = 0 // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros
 )
 
+// maxTensorDim is the largest size of a tensor map's dimension
+// (cuTensorMapEncodeTiled: each globalDim is at most 2^32).
+const maxTensorDim = 1 << 32
+
 // check validates v against the driver's rules for a tiled 2-D map and
-// returns its data type.
+// returns its data type. The driver's bound on the row stride (under
+// 2^40 bytes) needs no check of its own: with at most 2^32 columns of at
+// most 4 bytes a row is at most 2^34 bytes (TestTensorMap2DDims holds
+// it).
 func (v TensorMap2D) check() (int32, error) {
 	var dt int32
 	switch v.ElemBytes {
@@ -62,8 +69,8 @@ func (v TensorMap2D) check() (int32, error) {
 	switch {
 	case v.Addr%16 != 0:
 		return 0, fmt.Errorf("tensor map: address %#x is not 16-byte aligned", v.Addr)
-	case v.Cols < 1 || v.Rows < 1:
-		return 0, fmt.Errorf("tensor map: %d × %d elements", v.Rows, v.Cols)
+	case v.Cols < 1 || v.Rows < 1 || uint64(v.Cols) > maxTensorDim || uint64(v.Rows) > maxTensorDim:
+		return 0, fmt.Errorf("tensor map: %d × %d elements, each side 1 … 2^32", v.Rows, v.Cols)
 	case pitch%16 != 0:
 		return 0, fmt.Errorf("tensor map: row pitch %d bytes is not a multiple of 16", pitch)
 	case v.BoxCols < 1 || v.BoxCols > 256 || v.BoxRows < 1 || v.BoxRows > 256:

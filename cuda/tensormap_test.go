@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -33,6 +34,39 @@ func TestTensorMap2DCheck(t *testing.T) {
 		c.edit(&v)
 		_, err := v.check()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestTensorMap2DDims holds the driver's bounds on a map's size at their
+// edges: each side at most 2^32 elements, and rows under 2^40 bytes,
+// which the widest rows of the widest elements (2^34 bytes) are.
+func TestTensorMap2DDims(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("int has 32 bits: no side can exceed 2^32")
+	}
+	most := uint64(maxTensorDim) // not a constant: int(most) builds where int has 32 bits
+	good := TensorMap2D{Addr: 1 << 20, ElemBytes: 2, Cols: 4096, Rows: 300, BoxCols: 64, BoxRows: 128, Swizzle: Swizzle128B}
+	for _, c := range []struct {
+		name string
+		edit func(*TensorMap2D)
+		want string // "" for a view that passes
+	}{
+		{"most rows", func(v *TensorMap2D) { v.Rows = int(most) }, ""},
+		{"too many rows", func(v *TensorMap2D) { v.Rows = int(most + 1) }, "4294967297 × 4096 elements, each side 1 … 2^32"},
+		{"most columns", func(v *TensorMap2D) { v.Cols = int(most) }, ""},
+		// 2^32+8: the next width whose rows are a multiple of 16 bytes.
+		{"too many columns", func(v *TensorMap2D) { v.Cols = int(most + 8) }, "300 × 4294967304 elements, each side 1 … 2^32"},
+		{"widest rows", func(v *TensorMap2D) { v.Cols, v.ElemBytes, v.BoxCols = int(most), 4, 32 }, ""},
+	} {
+		v := good
+		c.edit(&v)
+		_, err := v.check()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want no error", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
 	}
