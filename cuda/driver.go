@@ -72,7 +72,9 @@ type Driver struct {
 
 // Load opens lib (normally [Library]) and binds every entry point. When
 // the library cannot be opened the error wraps [ErrNoLibrary]; otherwise
-// it says which entry point a driver too old lacks ("LIB lacks NAME").
+// it says which entry point a driver too old lacks ("LIB lacks NAME"),
+// or which one could not be bound. An optional entry point the driver
+// lacks is no error here: its calls fail with [ErrNoSymbol].
 func Load(lib string) (*Driver, error) {
 	h, err := dynlib.Open(lib)
 	if err != nil {
@@ -124,7 +126,9 @@ func Load(lib string) (*Driver, error) {
 	if err := dynlib.BindAll(h, lib, syms); err != nil {
 		return nil, err
 	}
-	d.bindOptional(h, lib)
+	if err := d.bindOptional(func(s dynlib.Symbol) error { return dynlib.Bind(h, lib, s) }); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -120,8 +121,19 @@ func (d *Driver) EncodeTensorMap2D(v TensorMap2D) (TensorMap, error) {
 	return *tm, nil
 }
 
-// bindOptional binds the entry points a driver may lack; each stays nil
-// when absent.
-func (d *Driver) bindOptional(h uintptr, lib string) {
-	_ = dynlib.Bind(h, lib, dynlib.Sym(&d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"))
+// bindOptional binds the entry points a driver may lack with bind
+// ([dynlib.Bind] on the driver library, in [Load]). One the driver lacks
+// (an error wrapping [dynlib.ErrNoSymbol]) stays nil, and its calls give
+// an error wrapping [ErrNoSymbol]; any other failure to bind is returned
+// as it is, wrapped with the entry point's name. TestBindOptional holds
+// both.
+func (d *Driver) bindOptional(bind func(dynlib.Symbol) error) error {
+	for _, s := range []dynlib.Symbol{
+		dynlib.Sym(&d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
+	} {
+		if err := bind(s); err != nil && !errors.Is(err, dynlib.ErrNoSymbol) {
+			return fmt.Errorf("cuda: optional entry point %s: %w", s.Names[0], err)
+		}
+	}
+	return nil
 }

@@ -2,11 +2,14 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/sfsurgery/sfsurgery/internal/dynlib"
 )
 
 // TestTensorMap2DCheck holds the driver's rules for a tiled 2-D map: each
@@ -79,6 +82,47 @@ func TestEncodeWithoutSymbol(t *testing.T) {
 	_, err := d.EncodeTensorMap2D(TensorMap2D{Addr: 256, ElemBytes: 4, Cols: 64, Rows: 2, BoxCols: 64, BoxRows: 2})
 	if !errors.Is(err, ErrNoSymbol) {
 		t.Fatalf("got %v, want ErrNoSymbol", err)
+	}
+}
+
+// TestBindOptional: an optional entry point the library lacks stays nil
+// and its call fails with ErrNoSymbol; any other failure to bind is
+// returned, wrapped with the entry point's name, and is not ErrNoSymbol.
+// The lookups are fakes, and the real one against libc, which has no
+// CUDA entry points.
+func TestBindOptional(t *testing.T) {
+	view := TensorMap2D{Addr: 256, ElemBytes: 4, Cols: 64, Rows: 2, BoxCols: 64, BoxRows: 2}
+	broken := errors.New("a bad Go signature")
+	type lookup struct {
+		name string
+		bind func(dynlib.Symbol) error
+		want error // nil: the entry point is missing
+	}
+	lookups := []lookup{
+		{"missing", func(s dynlib.Symbol) error { return fmt.Errorf("fake lacks %s: %w", s.Names[0], dynlib.ErrNoSymbol) }, nil},
+		{"other failure", func(dynlib.Symbol) error { return broken }, broken},
+	}
+	if h, err := dynlib.Open("libc.so.6"); err == nil {
+		lookups = append(lookups, lookup{"missing from libc", func(s dynlib.Symbol) error { return dynlib.Bind(h, "libc.so.6", s) }, nil})
+	} else {
+		t.Logf("no libc.so.6, only the fake lookups: %v", err)
+	}
+	for _, c := range lookups {
+		var d Driver
+		err := d.bindOptional(c.bind)
+		if c.want != nil {
+			if !errors.Is(err, c.want) || errors.Is(err, ErrNoSymbol) || !strings.Contains(err.Error(), "cuTensorMapEncodeTiled") {
+				t.Errorf("%s: %v; want an error naming cuTensorMapEncodeTiled, wrapping %q, not ErrNoSymbol", c.name, err, c.want)
+			}
+			continue
+		}
+		if err != nil || d.cuTensorMapEncodeTiled != nil {
+			t.Errorf("%s: %v, bound %v; want no error and no entry point", c.name, err, d.cuTensorMapEncodeTiled != nil)
+			continue
+		}
+		if _, err := d.EncodeTensorMap2D(view); !errors.Is(err, ErrNoSymbol) {
+			t.Errorf("%s: the call gave %v, want ErrNoSymbol", c.name, err)
+		}
 	}
 }
 

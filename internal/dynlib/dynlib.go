@@ -11,6 +11,20 @@ import (
 	"github.com/ebitengine/purego"
 )
 
+// ErrNoSymbol is wrapped by the error of [Bind] and [BindAll] when the
+// library has a symbol under none of its names.
+var ErrNoSymbol = errors.New("dynlib: no such symbol")
+
+// missingError is the error "LIB lacks NAME" of a symbol the library
+// does not have.
+type missingError struct{ lib, name string }
+
+// Error returns "LIB lacks NAME".
+func (e *missingError) Error() string { return e.lib + " lacks " + e.name }
+
+// Unwrap returns [ErrNoSymbol].
+func (e *missingError) Unwrap() error { return ErrNoSymbol }
+
 // Symbol pairs a pointer to a Go function variable with the C symbol names
 // that may implement it, tried in order (e.g. a _v2 name, then the plain
 // one).
@@ -24,8 +38,8 @@ func Sym(fn any, names ...string) Symbol { return Symbol{Fn: fn, Names: names} }
 
 // BindAll resolves every symbol in lib (named libName in errors) and
 // registers it with purego.RegisterFunc. It never panics: a missing symbol
-// is an error "LIB lacks NAME", and a RegisterFunc panic (a bad Go
-// signature) becomes an error.
+// is an error "LIB lacks NAME" wrapping [ErrNoSymbol], and a RegisterFunc
+// panic (a bad Go signature) becomes an error that does not.
 func BindAll(lib uintptr, libName string, syms []Symbol) error {
 	for _, s := range syms {
 		if err := Bind(lib, libName, s); err != nil {
@@ -36,7 +50,10 @@ func BindAll(lib uintptr, libName string, syms []Symbol) error {
 }
 
 // Bind is BindAll for one symbol; callers use it alone for optional
-// symbols, whose absence they ignore.
+// symbols, whose absence (errors.Is(err, ErrNoSymbol)) they may ignore.
+// purego.Dlsym reports a failed lookup only as the text of dlerror, so a
+// symbol is missing when the lookup of each of its names fails or gives
+// a nil address.
 func Bind(lib uintptr, libName string, s Symbol) (err error) {
 	if len(s.Names) == 0 {
 		return fmt.Errorf("%s: a symbol with no name to look up", libName)
@@ -50,7 +67,7 @@ func Bind(lib uintptr, libName string, s Symbol) (err error) {
 		}
 	}
 	if addr == 0 {
-		return fmt.Errorf("%s lacks %s", libName, s.Names[0])
+		return &missingError{lib: libName, name: s.Names[0]}
 	}
 	defer func() {
 		if r := recover(); r != nil {

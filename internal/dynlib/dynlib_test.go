@@ -1,6 +1,7 @@
 package dynlib
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,7 +22,8 @@ func libc(t *testing.T) uintptr {
 
 // TestBind binds a C function under its second name and calls it, and
 // checks the failures: a missing symbol, no name, and a Go value that is
-// not a pointer to a function, each an error, never a panic.
+// not a pointer to a function, each an error, never a panic, and only
+// the first ErrNoSymbol.
 func TestBind(t *testing.T) {
 	h := libc(t)
 	var strlen func(*byte) uintptr
@@ -34,21 +36,26 @@ func TestBind(t *testing.T) {
 	}
 	var f func()
 	for _, tc := range []struct {
-		name string
-		sym  Symbol
-		want string
+		name    string
+		sym     Symbol
+		want    string
+		missing bool
 	}{
-		{"missing", Sym(&f, "no_such_symbol"), "libc lacks no_such_symbol"},
-		{"no name", Sym(&f), "no name"},
-		{"not a func pointer", Sym(42, "strlen"), "binding strlen"},
+		{"missing", Sym(&f, "no_such_symbol"), "libc lacks no_such_symbol", true},
+		{"missing under each name", Sym(&f, "no_such_symbol", "no_such_symbol_v1"), "libc lacks no_such_symbol", true},
+		{"no name", Sym(&f), "no name", false},
+		{"not a func pointer", Sym(42, "strlen"), "binding strlen", false},
 	} {
 		err := Bind(h, "libc", tc.sym)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
+		if errors.Is(err, ErrNoSymbol) != tc.missing {
+			t.Errorf("%s: errors.Is(%v, ErrNoSymbol) = %v", tc.name, err, !tc.missing)
+		}
 	}
-	if err := BindAll(h, "libc", []Symbol{Sym(&strlen, "strlen"), Sym(&f, "no_such_symbol")}); err == nil {
-		t.Error("BindAll with a missing symbol succeeded")
+	if err := BindAll(h, "libc", []Symbol{Sym(&strlen, "strlen"), Sym(&f, "no_such_symbol")}); !errors.Is(err, ErrNoSymbol) {
+		t.Errorf("BindAll with a missing symbol: %v, want ErrNoSymbol", err)
 	}
 }
 
