@@ -213,12 +213,25 @@ func install(tmp, abs, shown string, pr prior, recheck func(old string) error) (
 	if why == "" {
 		return old, nil
 	}
-	// Put the newcomer back; the new output goes.
+	return "", putBack(old, abs, shown, why, os.RemoveAll)
+}
+
+// putBack undoes install's exchange when what it replaced, now at old,
+// must stay (why says why): that returns to abs (named shown in errors),
+// and the new output, which the exchange moves to a temporary name, is
+// removed with remove (os.RemoveAll; TestPutBack passes one that fails).
+// The error wraps ErrNotReplaceable; when the new output cannot be
+// removed it says where the new output was left and why, and when the
+// exchange fails, where each of the two is.
+func putBack(old, abs, shown, why string, remove func(string) error) error {
 	ours, err := exchange(old, abs)
 	if err != nil {
-		return "", &Error{File: shown, Off: -1, Err: ErrNotReplaceable,
+		return &Error{File: shown, Off: -1, Err: ErrNotReplaceable,
 			Detail: why + "; putting it back failed (" + err.Error() + "): it is at " + old + " and the new output at " + shown}
 	}
-	os.RemoveAll(ours)
-	return "", &Error{File: shown, Off: -1, Err: ErrNotReplaceable, Detail: why + "; left as it is"}
+	detail := why + "; left as it is"
+	if err := remove(ours); err != nil {
+		detail += "; the new output is left at " + ours + " (removing it failed: " + err.Error() + ")"
+	}
+	return &Error{File: shown, Off: -1, Err: ErrNotReplaceable, Detail: detail}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -211,5 +212,78 @@ func TestConcurrentWritersOneWins(t *testing.T) {
 				checkDirEntries(t, parent, "out")
 			})
 		}
+	}
+}
+
+// TestPutBack holds what install does when what it replaced must stay:
+// that goes back to the output path whole, the new output goes, and the
+// one-line error says why; when the new output cannot be removed (a
+// fake remove that empties it and then fails), it says where the new
+// output was left and why, and when the exchange back fails, where each
+// of the two is. The output path never holds a part of the new output.
+func TestPutBack(t *testing.T) {
+	const why = "replaced by someone else while this output was written"
+	const head = "out: refusing to replace the output path: " + why
+	busy := errors.New("device or resource busy")
+	for _, tc := range []struct {
+		name    string
+		oldGone bool   // nothing at old: the exchange back fails
+		fail    bool   // remove empties the new output, then fails
+		want    string // how the error starts; NEW is where the new output went
+		holds   string // what the output path holds
+	}{
+		{"removed", false, false, head + "; left as it is", "theirs"},
+		{"not removed", false, true, head + "; left as it is; the new output is left at NEW (removing it failed: unlinkat NEW: " + busy.Error() + ")", "theirs"},
+		{"exchange fails", true, false, head + "; putting it back failed (exchange ", "ours"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			abs := filepath.Join(parent, "out") // the new output, after install's exchange
+			old := filepath.Join(parent, "tmp") // what it replaced
+			for dir, data := range map[string]string{abs: "ours", old: "theirs"} {
+				if dir == old && tc.oldGone {
+					continue
+				}
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var removed string // where putBack removed the new output from
+			remove := func(p string) error {
+				removed = p
+				if !tc.fail {
+					return os.RemoveAll(p)
+				}
+				if err := os.Remove(filepath.Join(p, "model.safetensors")); err != nil {
+					return err
+				}
+				return &fs.PathError{Op: "unlinkat", Path: p, Err: busy}
+			}
+			err := putBack(old, abs, "out", why, remove)
+			want := strings.ReplaceAll(tc.want, "NEW", removed)
+			if !errors.Is(err, ErrNotReplaceable) || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("error %q: want one line wrapping ErrNotReplaceable, starting %q", err, want)
+			}
+			switch {
+			case tc.oldGone && !strings.HasSuffix(err.Error(), "it is at "+old+" and the new output at out"):
+				t.Errorf("error %q does not say where the two are", err)
+			case tc.oldGone && removed != "":
+				t.Errorf("the exchange failed, yet %s was removed", removed)
+			case !tc.oldGone && err.Error() != want:
+				t.Errorf("error %q, want %q", err, want)
+			}
+			if b, err := os.ReadFile(filepath.Join(abs, "model.safetensors")); err != nil || string(b) != tc.holds {
+				t.Errorf("the output path holds %q, %v; want %q", b, err, tc.holds)
+			}
+			checkDirEntries(t, abs, "model.safetensors")
+			left := []string{"out"}
+			if tc.fail {
+				left = append(left, filepath.Base(removed))
+			}
+			checkDirEntries(t, parent, left...)
+		})
 	}
 }
