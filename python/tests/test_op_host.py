@@ -147,5 +147,22 @@ class JSONTest(unittest.TestCase):
                 self.assertEqual(f.read(), "before")
 
 
+class CommittedTest(unittest.TestCase):
+    """docs/op-host-h200.json is op_host.py's document, and docs/serve.md
+    states its ranges of ratios."""
+
+    def test_serve_md_states_the_ranges(self):
+        with open(os.path.join(REPO, "docs", "op-host-h200.json")) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["schema"], op_host.SCHEMA)
+        self.assertGreater(len(doc["rows"]), 0)
+        with open(os.path.join(REPO, "docs", "serve.md")) as f:
+            md = " ".join(f.read().split())
+        for key, phrase in (("module_vs_nn_linear", "`SparseLinear` {lo:.2f}–{hi:.2f}x of `nn.Linear`'s"),
+                            ("op_vs_linear", "the operator through the dispatcher {lo:.2f}–{hi:.2f}x of `F.linear`'s")):
+            ratios = [r["ratio"][key] for r in doc["rows"]]
+            self.assertIn(phrase.format(lo=min(ratios), hi=max(ratios)), md, key)
+
+
 if __name__ == "__main__":
     unittest.main()
