@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -128,12 +127,8 @@ func (d *Driver) EncodeTensorMap2D(v TensorMap2D) (TensorMap, error) {
 // as it is, wrapped with the entry point's name. TestBindOptional holds
 // both.
 func (d *Driver) bindOptional(bind func(dynlib.Symbol) error) error {
-	for _, s := range []dynlib.Symbol{
-		dynlib.Sym(&d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
-	} {
-		if err := bind(s); err != nil && !errors.Is(err, dynlib.ErrNoSymbol) {
-			return fmt.Errorf("cuda: optional entry point %s: %w", s.Names[0], err)
-		}
+	if err := dynlib.BindOptional(bind, dynlib.Sym(&d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled")); err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
 	return nil
 }

@@ -142,10 +142,10 @@ func Load(path string) (*Library, error) {
 		return nil, err
 	}
 	// Optional: names for errors, and the destructor of 0.7 and newer.
-	if err := bindOptional(func(s dynlib.Symbol) error { return dynlib.Bind(h, path, s) },
+	if err := dynlib.BindOptional(func(s dynlib.Symbol) error { return dynlib.Bind(h, path, s) },
 		dynlib.Sym(&f.errorName, "cusparseLtGetErrorName"),
 		dynlib.Sym(&f.algDestroy, "cusparseLtMatmulAlgSelectionDestroy")); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cusparselt: %w", err)
 	}
 
 	host, err := mapHost(hostBytes)
@@ -296,17 +296,4 @@ func (s *Library) Compress(dst, w, scratch cuda.DevicePtr, dt cuda.DataType, n, 
 		return s.check("cusparseLtSpMMACompress2",
 			s.fn.compress2(s.handle, mat, 1, opN, uint64(w), uint64(dst), uint64(scratch), uintptr(stream)))
 	})
-}
-
-// bindOptional binds each symbol with bind. A symbol the library lacks
-// (an error wrapping dynlib.ErrNoSymbol) stays nil, and its callers do
-// without it; any other failure is returned, naming the symbol
-// (TestBindOptional).
-func bindOptional(bind func(dynlib.Symbol) error, syms ...dynlib.Symbol) error {
-	for _, s := range syms {
-		if err := bind(s); err != nil && !errors.Is(err, dynlib.ErrNoSymbol) {
-			return fmt.Errorf("cusparselt: optional entry point %s: %w", s.Names[0], err)
-		}
-	}
-	return nil
 }

@@ -2,15 +2,11 @@ package cusparselt
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"unsafe"
-
-	"github.com/sfsurgery/sfsurgery/internal/dynlib"
 )
 
 func TestPlanRows(t *testing.T) {
@@ -71,32 +67,5 @@ func TestMapHost(t *testing.T) {
 	*(*float32)(unsafe.Pointer(&b[hostAlpha])) = 1
 	if b[hostAlpha+3] != 0x3f {
 		t.Error("alpha not written in place")
-	}
-}
-
-// TestBindOptional: a symbol the library lacks stays nil and is no error;
-// any other failure of the lookup is, naming the symbol.
-func TestBindOptional(t *testing.T) {
-	broken := errors.New("a bad Go signature")
-	for _, c := range []struct {
-		name string
-		bind func(dynlib.Symbol) error
-		want error // nil: the entry point is missing, and that is fine
-	}{
-		{"missing", func(s dynlib.Symbol) error { return fmt.Errorf("fake lacks %s: %w", s.Names[0], dynlib.ErrNoSymbol) }, nil},
-		{"other failure", func(dynlib.Symbol) error { return broken }, broken},
-	} {
-		var f funcs
-		err := bindOptional(c.bind, dynlib.Sym(&f.errorName, "cusparseLtGetErrorName"),
-			dynlib.Sym(&f.algDestroy, "cusparseLtMatmulAlgSelectionDestroy"))
-		if c.want == nil {
-			if err != nil || f.errorName != nil || f.algDestroy != nil {
-				t.Errorf("%s: %v; want no error and nothing bound", c.name, err)
-			}
-			continue
-		}
-		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), "cusparseLtGetErrorName") {
-			t.Errorf("%s: %v; want an error naming cusparseLtGetErrorName, wrapping %q", c.name, err, c.want)
-		}
 	}
 }

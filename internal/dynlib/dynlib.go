@@ -49,6 +49,23 @@ func BindAll(lib uintptr, libName string, syms []Symbol) error {
 	return nil
 }
 
+// BindOptional binds each symbol with bind (Bind on a library, or a
+// stand-in in tests). A symbol the library lacks (an error wrapping
+// [ErrNoSymbol]) is left unbound, for its callers to do without; any
+// other failure is returned as "optional entry point NAME: ERR".
+func BindOptional(bind func(Symbol) error, syms ...Symbol) error {
+	for _, s := range syms {
+		if err := bind(s); err != nil && !errors.Is(err, ErrNoSymbol) {
+			name := "(no name)"
+			if len(s.Names) > 0 {
+				name = s.Names[0]
+			}
+			return fmt.Errorf("optional entry point %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // Bind is BindAll for one symbol; callers use it alone for optional
 // symbols, whose absence (errors.Is(err, ErrNoSymbol)) they may ignore.
 // purego.Dlsym reports a failed lookup only as the text of dlerror, so a

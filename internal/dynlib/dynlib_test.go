@@ -2,6 +2,7 @@ package dynlib
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -100,5 +101,32 @@ func TestCandidates(t *testing.T) {
 	want := []string{"libx.so.13", "libx.so", filepath.Join(dir, "libx.so.13"), filepath.Join(dir, "libx.so.12")}
 	if len(got) < len(want) || !reflect.DeepEqual(got[:len(want)], want) {
 		t.Errorf("Candidates = %q, want %q first", got, want)
+	}
+}
+
+// TestBindOptional: a symbol the library lacks stays unbound and is no
+// error; any other failure of the lookup is, naming the symbol.
+func TestBindOptional(t *testing.T) {
+	broken := errors.New("a bad Go signature")
+	for _, c := range []struct {
+		name string
+		bind func(Symbol) error
+		want error // nil: missing, which is fine
+	}{
+		{"missing", func(s Symbol) error { return fmt.Errorf("fake lacks %s: %w", s.Names[0], ErrNoSymbol) }, nil},
+		{"bound", func(Symbol) error { return nil }, nil},
+		{"other failure", func(Symbol) error { return broken }, broken},
+	} {
+		var a, b func() int32
+		err := BindOptional(c.bind, Sym(&a, "first"), Sym(&b, "second"))
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v, want no error", c.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, c.want) || errors.Is(err, ErrNoSymbol) || err.Error() != "optional entry point first: a bad Go signature" {
+			t.Errorf("%s: %v; want \"optional entry point first: a bad Go signature\" wrapping it", c.name, err)
+		}
 	}
 }
