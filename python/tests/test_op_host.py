@@ -164,5 +164,16 @@ class CommittedTest(unittest.TestCase):
             self.assertIn(phrase.format(lo=min(ratios), hi=max(ratios)), md, key)
 
 
+class ProfilerTest(unittest.TestCase):
+    def test_cpu_per_call(self):
+        from types import SimpleNamespace as E
+
+        events = [E(key="bench::op", cpu_time_total=3000.0), E(key="aten::mm", cpu_time_total=1800.0),
+                  E(key="bench::op", cpu_time_total=0.0),  # the range's annotation on the GPU's timeline
+                  E(key="aten::copy_", cpu_time_total=900.0)]
+        self.assertEqual(op_host.cpu_per_call(events, ["bench::op", "aten::mm"], 100), {"bench::op": 30.0, "aten::mm": 18.0})
+        self.assertEqual(op_host.cpu_per_call(events[2:], ["bench::op"], 100), {"bench::op": 0.0})
+
+
 if __name__ == "__main__":
     unittest.main()
