@@ -27,14 +27,6 @@ FORMAT = "ampere"
 # The element types the decode kernels take, by safetensors dtype.
 KERNEL_DTYPES = {"BF16": "bf16", "F16": "f16"}
 
-# Stacks a serving engine multiplies as one weight: (the stacked name, the
-# modules' last name parts, in row order).
-STACKS = (
-    ("qkv", ("q_proj", "k_proj", "v_proj")),
-    ("gate_up", ("gate_proj", "up_proj")),
-)
-
-
 @dataclass(frozen=True)
 class TensorInfo:
     """One tensor of a checkpoint: name, dtype, shape, the safetensors
@@ -57,26 +49,6 @@ class SparseModule:
     k: int
     dtype: str
     bias: Optional[str]
-
-
-@dataclass(frozen=True)
-class Stack:
-    """Modules of one layer stacked along n: `parent` (e.g.
-    "model.layers.0.mlp"), the stacked op name, and the parts in row order."""
-
-    parent: str
-    op: str
-    parts: Tuple[SparseModule, ...]
-
-    @property
-    def n(self) -> int:
-        """The stacked weight's rows: the sum of the parts'."""
-        return sum(p.n for p in self.parts)
-
-    @property
-    def k(self) -> int:
-        """The shared input size."""
-        return self.parts[0].k
 
 
 def inspect(path: str) -> dict:
@@ -189,21 +161,4 @@ def sparse_modules(tensors: Dict[str, TensorInfo], targets: Sequence[str]) -> Li
         if bias is not None and (bias.dtype != p.dtype or bias.shape != (n,)):
             raise CheckpointError(f"{bias.path}: {bias.name}: {bias.dtype} {list(bias.shape)}, want {p.dtype} [{n}]")
         out.append(SparseModule(mod, n, k, KERNEL_DTYPES[p.dtype], bias.name if bias is not None else None))
-    return out
-
-
-def stacks(modules: Sequence[SparseModule]) -> List[Stack]:
-    """Returns the complete stacks (STACKS) among modules: every part of a
-    stack present under one parent, all with one k, dtype and bias-ness."""
-    by_name = {m.name: m for m in modules}
-    parents = sorted({m.name.rsplit(".", 1)[0] for m in modules if "." in m.name})
-    out = []
-    for parent in parents:
-        for op, names in STACKS:
-            parts = tuple(by_name.get(f"{parent}.{n}") for n in names)
-            if any(p is None for p in parts):
-                continue
-            if len({(p.k, p.dtype, p.bias is None) for p in parts}) != 1:
-                continue
-            out.append(Stack(parent, op, parts))
     return out
