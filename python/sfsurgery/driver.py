@@ -95,10 +95,11 @@ class Driver:
                 raise DeviceError(f"the CUDA driver lacks {name}: it is too old for the kernels (needs CUDA 13)") from None
             fn.argtypes = args
             fn.restype = i32
-        # The calls of every launch, through a handle that keeps the GIL
-        # (as PyTorch's own launches do): releasing and taking it back
-        # costs more than the call, and another Python thread can hold it
-        # for up to its switch interval.
+        # The calls of every launch, through a handle that keeps the GIL:
+        # releasing and taking it back costs more than the call, and
+        # another Python thread can hold it for up to its switch interval.
+        # The price: a launch that waits for room in a full launch queue
+        # holds up the process's other Python threads meanwhile.
         fast = ctypes.PyDLL("libcuda.so.1")
         # cuLaunchKernelEx(config, function, params, extra) -> CUresult, for
         # prepared launches (prepared.py) that pass their own pointer to a
@@ -291,7 +292,8 @@ class Kernels:
         self.shared_optin = driver.attribute(dev, _ATTR_SHARED_OPTIN)
         self.shared_per_sm = driver.attribute(dev, _ATTR_SHARED_PER_SM)
         self.ctx = driver.primary_context(dev)
-        # Reentrant: function takes it and calls module, which takes it.
+        # Reentrant: _prepare, chosen, fall_back and launch_decode call
+        # function while they hold it, and function takes it too.
         self._lock = threading.RLock()
         self._modules: Dict[str, int] = {}
         self._functions: Dict[str, int] = {}

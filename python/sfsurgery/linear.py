@@ -35,6 +35,7 @@ checks of the buffers (made at attach, and again when one changes) and
 anything else in Python.
 """
 
+import weakref
 from typing import Optional, Sequence
 
 import torch
@@ -83,9 +84,11 @@ class SparseLinear(nn.Module):
         self.prefill = "decode"
         self.cslt: Optional[torch.Tensor] = None
         # The weight's prepared launches (ops.bind) with the buffers and
-        # addresses they were made for: (packed, meta, bias, their
-        # addresses, the launches, device ordinal, dtype, device). One
-        # tuple, replaced whole.
+        # addresses they were made for: (weak references to packed, meta
+        # and bias (None for none), their addresses, the launches, device
+        # ordinal, dtype, device). One tuple, replaced whole. Weak, so that
+        # buffers replaced by .cpu(), .to() or load_state_dict(assign=True)
+        # are freed, not kept on the GPU until the next forward.
         self._direct: Optional[tuple] = None
 
     def extra_repr(self) -> str:
@@ -139,8 +142,9 @@ class SparseLinear(nn.Module):
         prepared launches with what they were made for."""
         packed, meta, bias = self.packed, self.meta, self.bias
         weight = ops.bind(packed, meta, bias, self.table_id)
-        d = (packed, meta, bias, packed.data_ptr(), meta.data_ptr(), bias.data_ptr() if bias is not None else 0,
-             weight, packed.device.index, packed.dtype, packed.device)
+        d = (weakref.ref(packed), weakref.ref(meta), weakref.ref(bias) if bias is not None else None, packed.data_ptr(),
+             meta.data_ptr(), bias.data_ptr() if bias is not None else 0, weight, packed.device.index, packed.dtype,
+             packed.device)
         self._direct = d
         return d
 
@@ -184,17 +188,20 @@ class SparseLinear(nn.Module):
     def _launch(self, x: torch.Tensor, m: int) -> Optional[torch.Tensor]:
         """Runs the prepared launch for x (m tokens) and returns y, or
         returns None where x is not one it takes as it is (the op then
-        checks x, and refuses it or copies it)."""
-        if type(x) is not torch.Tensor:
+        checks x, and refuses it or copies it) or where autograd records
+        the call (the op's output then carries what autograd says of a
+        backward through it, where this one would carry nothing)."""
+        if type(x) is not torch.Tensor or (x.requires_grad and torch.is_grad_enabled()):
             return None
         d = self._direct
         if d is None:  # a copy (__getstate__)
             d = self._bind()
-        packed, meta, bias, pp, mp, bp, weight, ordinal, dtype, device = d
+        rp, rm, rb, pp, mp, bp, weight, ordinal, dtype, device = d
         b = self._buffers
-        if (b["packed"] is not packed or b["meta"] is not meta or b["bias"] is not bias or packed.data_ptr() != pp
-                or meta.data_ptr() != mp or (bias is not None and bias.data_ptr() != bp)):
-            packed, meta, bias, pp, mp, bp, weight, ordinal, dtype, device = self._bind()
+        packed, meta, bias = b["packed"], b["meta"], b["bias"]
+        if (packed is not rp() or meta is not rm() or bias is not (rb() if rb is not None else None)
+                or packed.data_ptr() != pp or meta.data_ptr() != mp or (bias is not None and bias.data_ptr() != bp)):
+            _, _, _, pp, mp, bp, weight, ordinal, dtype, device = self._bind()
         if x.dtype is not dtype or x.get_device() != ordinal or not x.is_contiguous():
             return None
         shape = x.shape

@@ -44,8 +44,9 @@ _RETIRED: List[torch.Tensor] = []
 
 _DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 # The prepared launches of the weights linear has run (_weight), by all
-# they depend on: table, device, shape and addresses, so that a weight at
-# an address another had before gets its own. Emptied when it holds
+# they depend on: table, device, shape and addresses (a weight at the
+# addresses of one before it, with its table and shape, launches exactly
+# as that one did, so it may share its launches). Emptied when it holds
 # MAX_WEIGHTS, which is more than a model has weights.
 _WEIGHTS: Dict[Tuple[int, int, int, int, int, int, int], prepared.Weight] = {}
 MAX_WEIGHTS = 4096

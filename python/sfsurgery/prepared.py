@@ -56,6 +56,7 @@ class DecodeLauncher:
 
     def _bind(self, use: Launch) -> None:
         """Builds the config and slots of use (the record or its fallback)."""
+        fn = ctypes.c_void_p(self._kernels.function(use.module, use.entry))  # first: it may raise
         slots = []
         y = x = None
         for p in use.params:
@@ -80,7 +81,7 @@ class DecodeLauncher:
         self._params = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
         self._cfg, self._attrs = driver.config(use.grid, use.block, use.shared_bytes, use.cluster, use.cooperative)
         self._cfg_ptr = ctypes.pointer(self._cfg)
-        self._fn = ctypes.c_void_p(self._kernels.function(use.module, use.entry))
+        self._fn = fn
 
     def __call__(self, y: int, x: int, m: int, stream: int) -> None:
         """Queues the launch for output y and activations x (device

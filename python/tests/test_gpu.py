@@ -363,6 +363,38 @@ class DirectTest(unittest.TestCase):
             self.assertIn(DIRECT, keys)
             self.assertNotIn("sfsurgery::linear", keys)
 
+    def test_recorded_forward_runs_the_op(self):
+        """A forward autograd records (grad enabled, x requires grad) runs
+        the op, whose output autograd knows of; the same bits."""
+        from torch.profiler import profile
+
+        from sfsurgery.linear import DIRECT
+
+        _, lin = self.linear(*self.SHAPES[0])
+        x = self.x(1, lin.in_features).requires_grad_()
+        with profile() as prof:
+            y = lin(x)
+        keys = {e.key for e in prof.key_averages()}
+        self.assertIn("sfsurgery::linear", keys)
+        self.assertNotIn(DIRECT, keys)
+        with torch.no_grad():
+            self.assertTrue(torch.equal(y.detach(), self.op(lin, x.detach())))
+
+    def test_moved_buffers_are_freed(self):
+        """After .cpu() the GPU copies of packed and meta are freed: the
+        prepared launches do not keep them."""
+        import gc
+
+        _, lin = self.linear(*self.SHAPES[1])
+        with torch.no_grad():
+            lin(self.x(1, lin.in_features))
+        torch.cuda.synchronize()
+        nbytes = lin.packed.numel() * lin.packed.element_size() + lin.meta.numel() * lin.meta.element_size()
+        before = torch.cuda.memory_allocated()
+        lin.cpu()
+        gc.collect()
+        self.assertGreaterEqual(before - torch.cuda.memory_allocated(), nbytes)
+
     def test_weights_apart(self):
         """Two modules of one shape on one table, called in turn at the same
         m: each gets its own weight and bias."""
