@@ -1,18 +1,18 @@
 """Launch records: the Go planner's decisions as data (docs/launch.md).
 
 `sfsurgery plan <checkpoint> --json` writes a launch document
-(schema "sfsurgery-launches/1"); `sfsurgery bench --policy` writes a policy
-(schema "sfsurgery-policy/2") whose ranges of our kernels carry the same
-records. The package launches only documents the planner printed on this
-machine (discover.py: a file from elsewhere goes through `sfsurgery plan
---from`, which checks every record against the planner's own). This module
-parses either schema into a `Table` and checks every record against the
-contract as a second line, so that a record the kernels would misread is
-refused here, with what and where, instead of launched. It needs nothing
-beyond the standard library: the package's CPU tests run it in CI.
+(schema "sfsurgery-launches/1"). The package launches only documents the
+planner printed on this machine (discover.py: a launch document or a
+`sfsurgery bench --policy` file from elsewhere goes through `sfsurgery
+plan --from`, which checks every record against the planner's own and
+prints the planner's document). This module parses a launch document into
+a `Table` and checks every record against the contract as a second line,
+so that a record the kernels would misread is refused here, with what and
+where, instead of launched. Any other schema, a policy's included, is
+refused. It needs nothing beyond the standard library: the package's CPU
+tests run it in CI.
 """
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
@@ -20,7 +20,6 @@ from typing import Dict, Mapping, Optional, Tuple
 from .errors import RecordError
 
 LAUNCHES_SCHEMA = "sfsurgery-launches/1"
-POLICY_SCHEMA = "sfsurgery-policy/2"
 
 # The PTX modules records name, as repository paths, and their file names
 # in the package (sfsurgery/ptx/).
@@ -135,14 +134,13 @@ class Limits:
 
 @dataclass
 class Table:
-    """The records of one element type: launch per (n, k) and token count m.
-
-    `limits` is None for a policy, which names the GPU in `device` instead.
-    """
+    """The records of one element type, planned for the device limits
+    `limits` of the GPU named `device`: launch per (n, k) and token count
+    m."""
 
     dtype: str
     device: str
-    limits: Optional[Limits]
+    limits: Limits
     launches: Dict[Tuple[int, int], Dict[int, Launch]]
     # The prefill kernel's ranges per (n, k), in order (launch documents
     # planned for sm_90a).
@@ -379,68 +377,33 @@ def _token(obj, where) -> int:
 
 
 def parse(doc, where: str = "launches") -> Table:
-    """Parses a launch document or a policy (already decoded from JSON)."""
+    """Parses a launch document (already decoded from JSON)."""
     schema = _get(doc, "schema", str, where)
+    if schema != LAUNCHES_SCHEMA:
+        raise RecordError(f"{where}.schema: {schema!r}, want {LAUNCHES_SCHEMA} (sfsurgery plan --from turns a policy into one)")
     dt = _get(doc, "dtype", str, where)
     if dt not in _DTYPES:
         raise RecordError(f"{where}.dtype: {dt!r}, want BF16 or F16")
-    if schema == LAUNCHES_SCHEMA:
-        table = Table(_DTYPES[dt], _get(doc, "device", str, where), _limits(_get(doc, "limits", dict, where), where), {})
-        for i, s in enumerate(_get(doc, "shapes", list, where)):
-            sw = f"{where}.shapes[{i}]"
-            n, k = _shape(s, sw)
-            for j, at in enumerate(_get(s, "launches", list, sw)):
-                aw = f"{sw}.launches[{j}]"
-                m = _token(at, aw)
-                if at.get("launch") is None:
-                    continue  # the error says why there is none
-                _add(table, n, k, m, parse_launch(at["launch"], n, k, m, aw + ".launch", table.limits), aw)
-            if s.get("prefill") is not None:
-                pf = parse_prefill(s["prefill"], n, k, table.dtype, table.limits, sw + ".prefill")
-                if (n, k) in table.prefill and table.prefill[(n, k)] != pf:
-                    raise RecordError(f"{sw}.prefill: second, different prefill records for {n}x{k}")
-                table.prefill[(n, k)] = pf
-        return table
-    if schema == POLICY_SCHEMA:
-        table = Table(_DTYPES[dt], _get(doc, "gpu", str, where), None, {})
-        for i, e in enumerate(_get(doc, "entries", list, where)):
-            ew = f"{where}.entries[{i}]"
-            n, k = _shape(e, ew)
-            for j, r in enumerate(_get(e, "sparse", list, ew)):
-                rw = f"{ew}.sparse[{j}]"
-                if _get(r, "backend", str, rw) != "ours":
-                    continue
-                for q, at in enumerate(r.get("plans") or []):
-                    aw = f"{rw}.plans[{q}]"
-                    m = _token(at, aw)
-                    if at.get("launch") is None:
-                        continue
-                    _add(table, n, k, m, parse_launch(at["launch"], n, k, m, aw + ".launch"), aw)
-            if e.get("prefill") is not None:
-                table.prefill[(n, k)] = parse_prefill(e["prefill"], n, k, table.dtype, None, ew + ".prefill")
-        return table
-    raise RecordError(f"{where}.schema: {schema!r}, want {LAUNCHES_SCHEMA} or {POLICY_SCHEMA}")
-
-
-def load(path: str) -> Table:
-    """Reads and parses a launch document or policy file."""
-    try:
-        with open(path, "rb") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise RecordError(f"{path}: {e.strerror or e}") from None
-    except ValueError as e:
-        raise RecordError(f"{path}: not JSON: {e}") from None
-    return parse(doc, where=path)
+    table = Table(_DTYPES[dt], _get(doc, "device", str, where), _limits(_get(doc, "limits", dict, where), where), {})
+    for i, s in enumerate(_get(doc, "shapes", list, where)):
+        sw = f"{where}.shapes[{i}]"
+        n, k = _shape(s, sw)
+        for j, at in enumerate(_get(s, "launches", list, sw)):
+            aw = f"{sw}.launches[{j}]"
+            m = _token(at, aw)
+            if at.get("launch") is None:
+                continue  # the error says why there is none
+            _add(table, n, k, m, parse_launch(at["launch"], n, k, m, aw + ".launch", table.limits), aw)
+        if s.get("prefill") is not None:
+            pf = parse_prefill(s["prefill"], n, k, table.dtype, table.limits, sw + ".prefill")
+            if (n, k) in table.prefill and table.prefill[(n, k)] != pf:
+                raise RecordError(f"{sw}.prefill: second, different prefill records for {n}x{k}")
+            table.prefill[(n, k)] = pf
+    return table
 
 
 def check_device(table: Table, sms: int, shared_per_block: int, major: int, minor: int, name: str) -> None:
     """Refuses a table planned for other device limits than the GPU's."""
-    if table.limits is None:
-        # A policy: measured on the GPU it names.
-        if table.device != name:
-            raise RecordError(f"policy measured on {table.device}, this GPU is {name}: run `sfsurgery bench --policy` on it")
-        return
     lim = table.limits
     warpgroup = (major, minor) == (9, 0)
     if lim.sms != sms or lim.shared_per_block != shared_per_block or lim.warpgroup != warpgroup:

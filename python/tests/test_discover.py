@@ -276,7 +276,7 @@ class TamperedTest(unittest.TestCase):
                 {"min_m": 1, "max_m": 64, "backend": "ours", "speedup": 1.1, "plans": plans},
                 {"min_m": 1024, "max_m": 4096, "backend": "cusparselt", "speedup": 1.3},
             ]})
-        return {"schema": records.POLICY_SCHEMA, "tool": "sfsurgery", "generated": "2026-11-01T00:00:00Z",
+        return {"schema": "sfsurgery-policy/2", "tool": "sfsurgery", "generated": "2026-11-01T00:00:00Z",
                 "gpu": "NVIDIA H100 80GB HBM3", "capability": "9.0", "driver": "13.0", "dtype": "BF16",
                 "min_speedup": 1.05, "measured_m": [1, 64], "default": "dense", "rule": "", "entries": entries}
 
