@@ -226,6 +226,9 @@ func ParseShapes(spec string, f Fusion) ([]Shape, error) {
 			if op = strings.TrimSpace(op); op == "" {
 				return nil, fmt.Errorf("%w: --shapes item %q: empty op name", ErrShape, item)
 			}
+			if !opName(op) {
+				return nil, fmt.Errorf("%w: --shapes item %q: op name %q: want letters, digits, '_', '-' and '.'", ErrShape, item, op)
+			}
 			ps = append(ps, projection{op: op, n: n, k: k}) // bare items share the module ""
 		}
 	}
@@ -241,6 +244,18 @@ func ParseShapes(spec string, f Fusion) ([]Shape, error) {
 		return nil, fmt.Errorf("%w: --shapes %q names no shape", ErrShape, spec)
 	}
 	return out, nil
+}
+
+// opName reports whether op is a name the reports can print as it is in
+// a Markdown table cell and a line of text: ASCII letters, digits, '_',
+// '-' and '.' (q, gate_proj, w1.a).
+func opName(op string) bool {
+	for _, r := range op {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // parseDims reads "NxK" with positive N and K.

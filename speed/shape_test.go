@@ -72,7 +72,8 @@ func TestParseShapes(t *testing.T) {
 			t.Errorf("shape %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	for _, bad := range []string{"", ",", "4096", "0x64", "ax64", "q+=64x64", "llama9", "-1x5"} {
+	for _, bad := range []string{"", ",", "4096", "0x64", "ax64", "q+=64x64", "llama9", "-1x5", "q|o=64x64", "q\no=64x64",
+		"q o=64x64", "é=64x64"} {
 		if _, err := ParseShapes(bad, Separate); !errors.Is(err, ErrShape) {
 			t.Errorf("ParseShapes(%q) = %v, want ErrShape", bad, err)
 		}
