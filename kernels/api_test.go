@@ -188,6 +188,13 @@ func TestNilAndClosed(t *testing.T) {
 	if _, err := d.Elapsed(func() error { return nil }); !errors.Is(err, ErrClosed) {
 		t.Errorf("nil Device Elapsed: %v", err)
 	}
+	for name, dev := range map[string]*Device{"nil": d, "closed": new(Device)} {
+		for _, m := range []int{1, 65} {
+			if names, err := dev.SparseCandidates(checkpoint.BF16, m, 1024, 4096); !errors.Is(err, ErrClosed) {
+				t.Errorf("%s Device SparseCandidates at m = %d: %q, %v; want ErrClosed", name, m, names, err)
+			}
+		}
+	}
 	if err := d.Close(); err != nil {
 		t.Errorf("nil Device Close: %v", err)
 	}

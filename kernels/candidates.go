@@ -103,6 +103,9 @@ func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, e
 		return nil, err
 	}
 	if m > launchplan.MaxTokens {
+		if err := d.usable(); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
 		if !d.hasPrefill() {
 			return []string{"tiled"}, nil
 		}

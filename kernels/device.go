@@ -164,8 +164,8 @@ func (d *Device) run(fn func() error) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed || d.drv == nil {
-		return fmt.Errorf("%w: device is closed", ErrClosed)
+	if err := d.openLocked(); err != nil {
+		return err
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -173,6 +173,25 @@ func (d *Device) run(fn func() error) error {
 		return err
 	}
 	return fn()
+}
+
+// usable returns an error wrapping ErrClosed for a nil or closed Device,
+// for methods that answer without the GPU (TestNilAndClosed).
+func (d *Device) usable() error {
+	if d == nil {
+		return fmt.Errorf("%w: nil Device", ErrClosed)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.openLocked()
+}
+
+// openLocked is usable's check for a caller that holds d.mu.
+func (d *Device) openLocked() error {
+	if d.closed || d.drv == nil {
+		return fmt.Errorf("%w: device is closed", ErrClosed)
+	}
+	return nil
 }
 
 // Info describes the device.
