@@ -165,7 +165,10 @@ class SparseLinear(nn.Module):
         doc)."""
         m = x.numel() // max(x.shape[-1], 1)
         if self.table_id is not None and (0 < m <= self.max_tokens or m > DECODE_TOKENS and self.prefill == "ours"):
-            if not _compiling() and _tracing() is None and not _dispatch_modes():
+            # A forward autograd records runs the op, whose output carries
+            # what autograd says of a backward through it.
+            recorded = x.requires_grad and torch.is_grad_enabled()
+            if not recorded and not _compiling() and _tracing() is None and not _dispatch_modes():
                 if _profiling():
                     with torch.profiler.record_function(DIRECT):
                         y = self._launch(x, m)
@@ -188,10 +191,9 @@ class SparseLinear(nn.Module):
     def _launch(self, x: torch.Tensor, m: int) -> Optional[torch.Tensor]:
         """Runs the prepared launch for x (m tokens) and returns y, or
         returns None where x is not one it takes as it is (the op then
-        checks x, and refuses it or copies it) or where autograd records
-        the call (the op's output then carries what autograd says of a
-        backward through it, where this one would carry nothing)."""
-        if type(x) is not torch.Tensor or (x.requires_grad and torch.is_grad_enabled()):
+        checks x, and refuses it or copies it). forward calls it only
+        where autograd does not record the call."""
+        if type(x) is not torch.Tensor:
             return None
         d = self._direct
         if d is None:  # a copy (__getstate__)
