@@ -89,10 +89,11 @@ func (d *Device) CublasLtVersion() (int, string) {
 // list ends with up to two plans of that form that split the tokens over
 // CTAs (" tok32": each CTA multiplies 32 of them, the weight read once per
 // group), which the model does not rank.
-// Above 64 tokens there is one: on compute capability 9.0 the prefill
-// kernel's plan, as "prefill r256 t128" (its tile: weight rows by
-// tokens), elsewhere the tiled kernel ("tiled"). An engine on another
-// GPU times each once and keeps the fastest, as it does with
+// Above 64 tokens, on compute capability 9.0, they are the prefill
+// kernel's plans (at most 8) that its cost model rates cheapest, as
+// "prefill r256 t128 s1" (its tile, weight rows by tokens, and the splits
+// of K); elsewhere there is one, the tiled kernel ("tiled"). An engine on
+// another GPU times each once and keeps the fastest, as it does with
 // [Device.DenseCandidates].
 func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, error) {
 	const op = "SparseCandidates"
@@ -109,11 +110,15 @@ func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, e
 		if !d.hasPrefill() {
 			return []string{"tiled"}, nil
 		}
-		p, err := d.choosePrefill(op, dt, m, n, k)
+		ps, err := d.prefillCandidates(op, dt, m, n, k)
 		if err != nil {
 			return nil, err
 		}
-		return []string{"prefill " + p.Tile.String()}, nil
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = p.String()
+		}
+		return out, nil
 	}
 	var ps []launchplan.Plan
 	err := d.do(func() error {
@@ -137,7 +142,7 @@ func (d *Device) SparseCandidates(dt checkpoint.DType, m, n, k int) ([]string, e
 // asynchronous.
 func (d *Device) SparseMatmulCandidate(ops SparseOperands, i int) error {
 	const op = "SparseMatmulCandidate"
-	if i < 0 || i > 0 && (ops.M > launchplan.MaxTokens || i >= launchplan.MaxCandidates) {
+	if i < 0 || i >= launchplan.MaxCandidates || i > 0 && ops.M > launchplan.MaxTokens && !d.hasPrefill() {
 		return argError("%s: no candidate %d for m = %d", op, i, ops.M)
 	}
 	return d.sparse(op, ops, sparseChoice{cand: i})

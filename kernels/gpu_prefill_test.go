@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
@@ -11,20 +12,24 @@ import (
 
 // TestGPUPrefillOutput checks the prefill kernel (sm_90a) against the
 // tiled mma.sp kernel, the reference of the same operands, on every tile
-// (each forced, and ChoosePrefill's own), BF16 and F16, token
-// counts that are not multiples of any tile (65, 100, 300) and shapes
-// with row blocks past n (n = 96, 288) and an odd count of 64-column
-// stages (k = 320, 1600): the float32 sums within tolerance(k) of the
-// tiled kernel's; with a bias, the sums plus float32(b[n]) bit for bit;
-// in the element type, those rounded to nearest even bit for bit; nothing
-// written past y. Skips where the device has no prefill kernel.
+// (each forced with K in 1, 2 and 3 splits where each has work, and the
+// planner's own plan), BF16 and F16, token counts that are not multiples
+// of any tile (65, 100, 300) and shapes with row blocks past n (n = 96,
+// 288) and an odd count of 64-column stages (k = 320, 1600; with 3
+// splits of 1600 the last has an odd count): the float32 sums within
+// tolerance(k) of the tiled kernel's; with a bias, the sums plus
+// float32(b[n]) bit for bit; in the element type, those rounded to
+// nearest even bit for bit; nothing written past y (poisoned, so a
+// split-K sum never stored shows too); and with several splits the same
+// bits again on a second launch (the counters put back to zero, the sum
+// in a fixed order). Skips where the device has no prefill kernel.
 func TestGPUPrefillOutput(t *testing.T) {
 	d := openGPU(t)
 	if !d.hasPrefill() {
 		t.Skip("no sm_90a module: " + d.dec.note)
 	}
 	rng := testRand(t)
-	tiles := map[string]bool{}
+	ran := map[string]bool{}
 	for _, s := range []struct{ n, k int }{{96, 1600}, {288, 320}, {1024, 4096}, {4096, 512}} {
 		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
 			w := newWeight(t, d, rng, dt, s.n, s.k)
@@ -35,17 +40,14 @@ func TestGPUPrefillOutput(t *testing.T) {
 			bias := upload16(t, d, b)
 			for _, m := range []int{65, 100, 300, maxM} {
 				ref := runSparseOut(t, d, dt, w, x, nil, false, m, sparseChoice{kernel: sparseTiled})
-				for tile := 0; tile <= len(launchplan.PrefillTiles()); tile++ {
-					p, err := launchplan.ChoosePrefill(dt, m, s.n, s.k, d.dec.lim)
+				for _, c := range prefillChoices(d, dt, m, s.n, s.k) {
+					p, err := d.prefillPlan("test", SparseOperands{DType: dt, M: m, N: s.n, K: s.k}, c)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if tile > 0 {
-						p = p.WithTile(launchplan.PrefillTiles()[tile-1], dt, m, s.n, d.dec.lim)
-					}
-					tiles[p.Tile.String()] = true
-					what := fmt.Sprintf("%v n%d k%d m%d %s (tile %d)", dt, s.n, s.k, m, p.Entry, tile)
-					c := sparseChoice{kernel: sparsePrefill, tile: tile}
+					ran[p.Tile.String()] = true
+					ran[fmt.Sprintf("s%d", p.Splits)] = true
+					what := fmt.Sprintf("%v n%d k%d m%d %s (tile %d, splits %d)", dt, s.n, s.k, m, p, c.tile, c.splits)
 					sums := runSparseOut(t, d, dt, w, x, nil, false, m, c)
 					got, want := make([]float32, len(sums)), make([]float32, len(ref))
 					for i := range sums {
@@ -53,6 +55,9 @@ func TestGPUPrefillOutput(t *testing.T) {
 					}
 					if rel, _ := diff(got, want); rel > tolerance(s.k) {
 						t.Errorf("%s: relative error %.3g against the tiled kernel", what, rel)
+					}
+					if p.Splits > 1 && !slices.Equal(sums, runSparseOut(t, d, dt, w, x, nil, false, m, c)) {
+						t.Errorf("%s: a second launch gave other bits", what)
 					}
 					checkBiasOut(t, what+" f32 bias", dt, s.n, sums, b, false, runSparseOut(t, d, dt, w, x, bias, false, m, c))
 					checkBiasOut(t, what+" elem", dt, s.n, sums, nil, true, runSparseOut(t, d, dt, w, x, nil, true, m, c))
@@ -64,8 +69,29 @@ func TestGPUPrefillOutput(t *testing.T) {
 		}
 	}
 	for _, tile := range launchplan.PrefillTiles() {
-		if !tiles[tile.String()] {
+		if !ran[tile.String()] {
 			t.Errorf("tile %s never ran", tile)
 		}
 	}
+	for _, s := range []string{"s1", "s2", "s3"} {
+		if !ran[s] {
+			t.Errorf("no plan with %s ran", s)
+		}
+	}
+}
+
+// prefillChoices returns the prefill plans TestGPUPrefillOutput runs for
+// an m × n × k product: the planner's, then every tile that fits with K
+// in 1, 2 and 3 splits where each split has work.
+func prefillChoices(d *Device, dt checkpoint.DType, m, n, k int) []sparseChoice {
+	out := []sparseChoice{{kernel: sparsePrefill}}
+	for i := range launchplan.PrefillTiles() {
+		for splits := 1; splits <= 3; splits++ {
+			c := sparseChoice{kernel: sparsePrefill, tile: i + 1, splits: splits}
+			if _, err := d.prefillPlan("test", SparseOperands{DType: dt, M: m, N: n, K: k}, c); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }

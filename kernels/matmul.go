@@ -86,8 +86,9 @@ const (
 type sparseChoice struct {
 	kernel int                // sparseAuto, sparseTiled, sparseDecode or sparsePrefill
 	decode launchplan.Options // the decode plan's forced parts; zero lets launchplan.Choose choose
-	cand   int                // the decode kernel's candidate plan (launchplan.Candidate), 0 Choose's
-	tile   int                // the prefill kernel's tile: 0 ChoosePrefill's, i+1 launchplan.PrefillTiles()[i]
+	cand   int                // the candidate plan (launchplan.Candidates, PrefillCandidates), 0 the planner's
+	tile   int                // the prefill kernel's tile: 0 by cand, i+1 launchplan.PrefillTiles()[i]
+	splits int                // with tile: the prefill kernel's splits of K, 0 one
 }
 
 // sparse is SparseMatmul for op (the name its errors carry) with the
@@ -122,7 +123,7 @@ func (d *Device) sparse(op string, ops SparseOperands, c sparseChoice) error {
 		case decode:
 			return d.launchDecode(op, ops, c.decode, c.cand)
 		case prefill:
-			return d.launchPrefill(op, ops, c.tile)
+			return d.launchPrefill(op, ops, c)
 		}
 		return d.launchTiled(ops)
 	})

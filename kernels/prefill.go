@@ -27,39 +27,31 @@ func prefillMaps(ops SparseOperands, t launchplan.PrefillTile) [3]cuda.TensorMap
 	}
 }
 
-// choosePrefill is launchplan.ChoosePrefill on d's limits, a refusal
-// reported as an argument error of op.
-func (d *Device) choosePrefill(op string, dt checkpoint.DType, m, n, k int) (launchplan.Prefill, error) {
-	p, err := launchplan.ChoosePrefill(dt, m, n, k, d.dec.lim)
+// prefillCandidates is launchplan.PrefillCandidates on d's limits (at
+// most launchplan.MaxCandidates), a refusal reported as an argument error
+// of op.
+func (d *Device) prefillCandidates(op string, dt checkpoint.DType, m, n, k int) ([]launchplan.Prefill, error) {
+	ps, err := launchplan.PrefillCandidates(dt, m, n, k, d.dec.lim, launchplan.MaxCandidates)
 	if errors.Is(err, launchplan.ErrNoPlan) {
-		return p, argError("%s: %v", op, err)
+		return nil, argError("%s: %v", op, err)
 	}
 	if err != nil {
-		return p, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return p, nil
+	return ps, nil
 }
 
 // launchPrefill queues the prefill kernel for ops, as SparseMatmul does
-// above launchplan.MaxTokens tokens on compute capability 9.0, with
-// launchplan.ChoosePrefill's tile (tile 0) or, for tests, tile i+1 of
-// launchplan.PrefillTiles. It runs with the context current and the mutex
-// held.
-func (d *Device) launchPrefill(op string, ops SparseOperands, tile int) error {
-	p, err := d.choosePrefill(op, ops.DType, ops.M, ops.N, ops.K)
+// above launchplan.MaxTokens tokens on compute capability 9.0:
+// launchplan.PrefillCandidates' plan c.cand (0: ChoosePrefill's) or, for
+// tests, tile c.tile-1 of launchplan.PrefillTiles with K in c.splits
+// splits (0: one). A plan of several splits grows the Device's split-K
+// workspace to what it needs first. It runs with the context current and
+// the mutex held.
+func (d *Device) launchPrefill(op string, ops SparseOperands, c sparseChoice) error {
+	p, err := d.prefillPlan(op, ops, c)
 	if err != nil {
 		return err
-	}
-	if tile > 0 {
-		tiles := launchplan.PrefillTiles()
-		if tile > len(tiles) {
-			return fmt.Errorf("%s: prefill tile %d of %d", op, tile, len(tiles))
-		}
-		forced := p.WithTile(tiles[tile-1], ops.DType, ops.M, ops.N, d.dec.lim)
-		if forced.Tile != tiles[tile-1] {
-			return fmt.Errorf("%s: prefill tile %s does not fit %d bytes of shared memory", op, tiles[tile-1], d.dec.lim.SharedPerBlock)
-		}
-		p = forced
 	}
 	fn, ok := d.dec.funcs[p.Entry]
 	if !ok {
@@ -70,6 +62,13 @@ func (d *Device) launchPrefill(op string, ops SparseOperands, tile int) error {
 		if tm[i], err = d.drv.EncodeTensorMap2D(v); err != nil {
 			return fmt.Errorf("%s: the %s tensor map of %s: %w", op, [...]string{"x", "packed", "meta"}[i], p.Entry, err)
 		}
+	}
+	var work uint64
+	if p.Splits > 1 {
+		if err := d.growWorkspace(p.Workspace.Counters, p.Workspace.Partials); err != nil {
+			return fmt.Errorf("%s: allocating the split-K workspace: %w", op, err)
+		}
+		work = uint64(d.dec.work.ptr())
 	}
 	var bias uint64
 	if ops.Bias != nil {
@@ -86,5 +85,30 @@ func (d *Device) launchPrefill(op string, ops SparseOperands, tile int) error {
 	return d.drv.LaunchArgs(p.Entry, fn, cfg, cuda.Word(uint64(ops.Y.ptr)),
 		cuda.TensorArg(&tm[0]), cuda.TensorArg(&tm[1]), cuda.TensorArg(&tm[2]),
 		cuda.Word(cuda.Int32(ops.M)), cuda.Word(cuda.Int32(ops.N)), cuda.Word(cuda.Int32(ops.K)),
-		cuda.Word(bias), cuda.Word(cuda.Int32(out)))
+		cuda.Word(bias), cuda.Word(cuda.Int32(out)), cuda.Word(work), cuda.Word(cuda.Int32(p.Splits)))
+}
+
+// prefillPlan is the plan launchPrefill runs for c.
+func (d *Device) prefillPlan(op string, ops SparseOperands, c sparseChoice) (launchplan.Prefill, error) {
+	ps, err := d.prefillCandidates(op, ops.DType, ops.M, ops.N, ops.K)
+	if err != nil {
+		return launchplan.Prefill{}, err
+	}
+	if c.tile == 0 {
+		if c.cand >= len(ps) {
+			return launchplan.Prefill{}, argError("%s: no prefill candidate %d of %d", op, c.cand, len(ps))
+		}
+		return ps[c.cand], nil
+	}
+	tiles := launchplan.PrefillTiles()
+	if c.tile > len(tiles) {
+		return launchplan.Prefill{}, fmt.Errorf("%s: prefill tile %d of %d", op, c.tile, len(tiles))
+	}
+	splits := max(c.splits, 1)
+	p := ps[0].WithTile(tiles[c.tile-1], splits, ops.DType, ops.M, ops.N, ops.K, d.dec.lim)
+	if p.Tile != tiles[c.tile-1] || p.Splits != splits {
+		return launchplan.Prefill{}, fmt.Errorf("%s: prefill tile %s with %d splits does not fit (%d bytes of shared memory, k = %d)",
+			op, tiles[c.tile-1], splits, d.dec.lim.SharedPerBlock, ops.K)
+	}
+	return p, nil
 }

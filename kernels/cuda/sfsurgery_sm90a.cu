@@ -15,7 +15,8 @@
 //        CTAs of one 32-row block (gemv_hy.cuh), and with the pair sum
 //   spmm_wg_{bf16,f16}_r256_t{128,192}, spmm_wg_{bf16,f16}_r128_t{64,128}
 //        the prefill-size product (spmm_wg.cuh): tiles of 256 weight
-//        rows by 128 or 192 tokens, or 128 rows by 64 or 128
+//        rows by 128 or 192 tokens, or 128 rows by 64 or 128; each also
+//        as *_splitk, with K split over several CTAs
 #include "gemv_hy.cuh"
 #include "spmm_wg.cuh"
 
@@ -121,27 +122,35 @@ SFS_GEMV_HY_SC(gemv_hy_pair, true, 4)
 
 // spmm_wg_{bf16,f16}_r{R}_t{BN}: the prefill-size product (spmm_wg.cuh)
 // in tiles of R weight rows (128·NWG: NWG consumer warpgroups) by BN
-// tokens: a persistent grid (at most the tiles, ceil(N/R)·ceil(M/BN); one
-// CTA per SM), block 128·(NWG + 1) (the consumers, then the producer's
-// warpgroup), dynamic shared memory sfs::spmm_wg::Shape<NWG, BN>::kSmem
-// bytes.
+// tokens: a persistent grid (at most the units below; one CTA per SM),
+// block 128·(NWG + 1) (the consumers, then the producer's warpgroup),
+// dynamic shared memory sfs::spmm_wg::Shape<NWG, BN>::kSmem bytes.
 // Y [M][N] is f32 where out = 0, the element type rounded to nearest even
 // where out = 1, the bias B (N values of the element type) added where
 // not null; the operands X [M][K], packed [N][K/2] and the meta come as
 // the tensor maps tx, tp and tu that spmm_wg.cuh's TensorMap describes.
-#define SFS_SPMM_WG(name, T, NWG, BN)                                                                          \
+// K is one split: W and S are not read (null, 1); a unit is a tile.
+//
+// spmm_wg_{bf16,f16}_r{R}_t{BN}_splitk: the same with K in S ≥ 1 splits
+// (units of one split of one tile; the grid at most
+// ceil(N/R)·ceil(M/BN)·S CTAs) and the split-K workspace W (spmm_wg.cuh:
+// Split K): ceil(N/R)·ceil(M/BN)·4·NWG zeroed u32 counters below it and
+// as many times S·R·BN f32 partial sums from it.
+#define SFS_SPMM_WG(name, T, NWG, BN, SPLIT)                                                                   \
   extern "C" __global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, 1)                     \
       name(void* __restrict__ Y, const __grid_constant__ sfs::spmm_wg::TensorMap tx,                             \
            const __grid_constant__ sfs::spmm_wg::TensorMap tp, const __grid_constant__ sfs::spmm_wg::TensorMap tu, \
-           int M, int N, int K, const uint16_t* __restrict__ B, int out) {                                         \
-    sfs::spmm_wg::kernel<T, NWG, BN>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K);                          \
+           int M, int N, int K, const uint16_t* __restrict__ B, int out, float* __restrict__ W, int S) {             \
+    sfs::spmm_wg::kernel<T, NWG, BN, SPLIT>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K, W, S);             \
   }
-SFS_SPMM_WG(spmm_wg_bf16_r256_t128, sfs::BF16, 2, 128)
-SFS_SPMM_WG(spmm_wg_f16_r256_t128, sfs::F16, 2, 128)
-SFS_SPMM_WG(spmm_wg_bf16_r128_t128, sfs::BF16, 1, 128)
-SFS_SPMM_WG(spmm_wg_f16_r128_t128, sfs::F16, 1, 128)
-SFS_SPMM_WG(spmm_wg_bf16_r256_t192, sfs::BF16, 2, 192)
-SFS_SPMM_WG(spmm_wg_f16_r256_t192, sfs::F16, 2, 192)
-SFS_SPMM_WG(spmm_wg_bf16_r128_t64, sfs::BF16, 1, 64)
-SFS_SPMM_WG(spmm_wg_f16_r128_t64, sfs::F16, 1, 64)
+#define SFS_SPMM_WG_TILE(R, BN, NWG)                                                    \
+  SFS_SPMM_WG(spmm_wg_bf16_r##R##_t##BN, sfs::BF16, NWG, BN, false)                     \
+  SFS_SPMM_WG(spmm_wg_f16_r##R##_t##BN, sfs::F16, NWG, BN, false)                       \
+  SFS_SPMM_WG(spmm_wg_bf16_r##R##_t##BN##_splitk, sfs::BF16, NWG, BN, true)             \
+  SFS_SPMM_WG(spmm_wg_f16_r##R##_t##BN##_splitk, sfs::F16, NWG, BN, true)
+SFS_SPMM_WG_TILE(256, 128, 2)
+SFS_SPMM_WG_TILE(128, 128, 1)
+SFS_SPMM_WG_TILE(256, 192, 2)
+SFS_SPMM_WG_TILE(128, 64, 1)
+#undef SFS_SPMM_WG_TILE
 #undef SFS_SPMM_WG

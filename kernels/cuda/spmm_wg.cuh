@@ -5,11 +5,13 @@
 //   Y[M][N] = X[M][K] · W[N][K]ᵀ (+ bias),  W given as packed[N][K/2] + meta.
 //
 // Work split. The output is cut into tiles of R = 128·NWG weight rows by BN
-// tokens; a persistent grid of at most one CTA per SM takes tiles
-// blockIdx.x, blockIdx.x + gridDim.x, … in Tiles' order (groups of
-// kGroup row tiles, each swept token tile by token tile), so that the
-// CTAs running at once share their weights and activations in L2. K goes
-// in stages of 64 columns (two k-tiles of 32).
+// tokens, and K into S splits (Splits); a unit of work is one split of
+// one tile. A persistent grid of at most one CTA per SM takes units
+// blockIdx.x, blockIdx.x + gridDim.x, … : the S splits of a tile one
+// after the other, the tiles in Tiles' order (groups of kGroup row
+// tiles, each swept token tile by token tile), so that the CTAs running
+// at once share their weights and activations in L2. K goes in stages of
+// 64 columns (two k-tiles of 32).
 //
 // Roles. The CTA is NWG consumer warpgroups and one producer warpgroup
 // (the last), of which one thread works: for each stage it waits for its
@@ -52,11 +54,22 @@
 // decode kernels store theirs: plus the bias where there is one, as f32
 // or rounded to the element type.
 //
+// Split K (S > 1, the entry points built with kSplit). Each warp stores its sums of a unit to the workspace
+// W (f32; the warp's region of a unit is 32·BN floats, lane-interleaved
+// float4s: region (tile, warp) holds its S splits one after the other),
+// then draws a ticket from its region's counter (u32, below W) with one
+// acq_rel atomic; the warp that draws the last adds the S splits' sums
+// in split order, stores them as above and puts the counter back to 0
+// for the next launch. The result is the same bits every run (no float
+// atomics, no memset), though not those of S = 1. The workspace holds
+// Tiles.count·4·NWG counters and Tiles.count·S·R·BN partial sums.
+//
 // Requirements (checked by launchplan.ChoosePrefill, which plans every
 // launch): N ≥ 32 and N % 32 == 0, K ≥ 64 and K % 64 == 0, M ≥ 1,
-// blockDim.x = 128·(NWG + 1), dynamic shared memory Shape<NWG,
-// BN>::kSmem bytes, and the tensor maps of TensorMap. CTAs past the tiles
-// find no work and exit.
+// S ≥ 1, blockDim.x = 128·(NWG + 1), dynamic shared memory Shape<NWG,
+// BN>::kSmem bytes, the tensor maps of TensorMap, and for S > 1 the
+// workspace above. CTAs past the units find no work and exit; a split
+// past K (S above the stage pairs) adds zeros.
 #pragma once
 
 #include "gemv_wg.cuh"
@@ -202,6 +215,20 @@ struct Tiles {
   }
 };
 
+// Splits is split s of K's nk stages of 64 columns among S: stages
+// first … first + count - 1, count even (the stage past K that makes it
+// so is zero-filled by the copy engine). Every split but the last has
+// the same even number of stages; splits past K have none.
+struct Splits {
+  int first, count;
+  __device__ __forceinline__ Splits(int nk, int S, int s) {
+    const int per = ((nk + S - 1) / S + 1) & ~1;
+    first = s * per;
+    const int n = max(0, min(nk - first, per));
+    count = (n + 1) & ~1;
+  }
+};
+
 // TensorMap is a CUDA tensor map (CUtensorMap: 128 opaque bytes, 64-byte
 // aligned), made on the host by cuTensorMapEncodeTiled and passed by value
 // as a __grid_constant__ parameter. The three of a product (made by the Go
@@ -232,16 +259,17 @@ __device__ __forceinline__ void tma2d(uint32_t dst, const TensorMap& tm, int c0,
 // meta), which complete on it.
 template <int NWG, int BN>
 __device__ __forceinline__ void produce(uint32_t base, uint32_t bars, const TensorMap& tx, const TensorMap& tp,
-                                        const TensorMap& tu, int M, int N, int K) {
+                                        const TensorMap& tu, int M, int N, int K, int nsplit) {
   using S = Shape<NWG, BN>;
   constexpr int ST = S::kStages, R = S::kRows;
   const Tiles tl(M, N, BN, R);
-  const int nk = K / 64, nkp = (nk + 1) & ~1;
+  const int nk = K / 64, units = tl.count * nsplit;
   uint32_t q = 0;
-  for (int t = blockIdx.x; t < tl.count; t += gridDim.x) {
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
     int m0, n0;
-    tl.at(t, BN, R, m0, n0);
-    for (int kc = 0; kc < nkp; ++kc, ++q) {
+    tl.at(u / nsplit, BN, R, m0, n0);
+    const Splits sp(nk, nsplit, u % nsplit);
+    for (int kc = sp.first; kc < sp.first + sp.count; ++kc, ++q) {
       const uint32_t s = q % ST;
       if (q >= ST) gemv::mbar_wait(bars + 8 * (ST + s), (q / ST - 1) & 1);
       const uint32_t st = base + s * S::kStageBytes, full = bars + 8 * s;
@@ -295,26 +323,109 @@ __device__ __forceinline__ void stage(float (&acc)[2][BN / 2], uint32_t (&e)[2][
   if (!first) gemv::mbar_arrive(bars + 8 * (ST + (q + ST - 1) % ST));
 }
 
-// consume is consumer warpgroup c's loop (warp w, lane): every tile of the
-// CTA, its products stage by stage, then its stores. Product h of the
-// warpgroup covers its rows 64h … 64h+63, warp w's 16 of them being rows
-// 16w … 16w+15: the 16-row half w % 2 of row block 2h + w/2, whose meta
-// words it reads with selector 0 (lane L reading, for half 1, the word of
-// lane L ^ 2, which selector 1 would have read: docs/formats.md §2).
-template <typename T, int NWG, int BN>
-__device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t bars, int M, int N, int K, int c,
-                                        int w, int lane) {
+// store_sums stores product h's sums v of the warp (the accumulator
+// layout above) for its rows row0 and row0 + 8 (lane's g added), tokens
+// m0 + … past M left out.
+template <typename T, int BN>
+__device__ __forceinline__ void store_sums(const Out& out, const float (&v)[BN / 2], int row0, int m0, int M, int N,
+                                           int tig) {
+  float bias[2] = {};
+  if (out.bias != nullptr) {
+    bias[0] = to_f32(T{}, out.bias[row0]);
+    bias[1] = to_f32(T{}, out.bias[row0 + 8]);
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int tok = m0 + 8 * j + 2 * tig + (i & 1);
+      if (tok < M) gemv::put1<T>(out, static_cast<size_t>(tok) * N + row0 + 8 * (i >> 1), v[4 * j + i] + bias[i >> 1]);
+    }
+  }
+}
+
+// split_sum is split K's end for a warp (header: Split K): it stores its
+// sums acc of split s of its region wr to the workspace W and draws the
+// region's ticket; the warp drawing the last replaces acc by the sum of
+// the S splits, in split order, puts the counter back to 0 and returns
+// true. The others return false.
+template <int BN>
+__device__ __forceinline__ bool split_sum(float (&acc)[2][BN / 2], float* __restrict__ W, int wr, int s, int S,
+                                          int lane) {
+  constexpr int kF = BN / 8;  // float4s of a product per lane
+  constexpr int kRegion = 32 * BN;
+  float* mine = W + (static_cast<size_t>(wr) * S + s) * kRegion + 4 * lane;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int f = 0; f < kF; ++f) {
+      *reinterpret_cast<float4*>(mine + (h * kF + f) * 128) =
+          make_float4(acc[h][4 * f], acc[h][4 * f + 1], acc[h][4 * f + 2], acc[h][4 * f + 3]);
+    }
+  // The atomic releases the warp's stores (the warp barrier puts every
+  // lane's before it) and, for the last warp, acquires those of the other
+  // splits (the barrier after it orders them before every lane's loads).
+  __syncwarp();
+  unsigned* counter = reinterpret_cast<unsigned*>(W) - 1 - wr;
+  unsigned ticket = 0;
+  if (lane == 0) {
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(ticket) : "l"(counter) : "memory");
+  }
+  ticket = __shfl_sync(0xffffffffu, ticket, 0);
+  __syncwarp();
+  if (ticket != static_cast<unsigned>(S - 1)) return false;
+  // Eight loads in flight a round: the warp barrier after each round
+  // keeps the compiler from hoisting more loads, whose registers would
+  // come on top of acc's and spill.
+  const float* region = W + static_cast<size_t>(wr) * S * kRegion + 4 * lane;
+  for (int sp = 0; sp < S; ++sp) {
+    const float* p = region + static_cast<size_t>(sp) * kRegion;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int f0 = 0; f0 < kF; f0 += 8) {
+        float4 v[8];
+#pragma unroll
+        for (int f = 0; f < 8; ++f) gemv::ld_cg4(v[f], p + (h * kF + f0 + f) * 128, f0 + f < kF);
+#pragma unroll
+        for (int f = 0; f < 8 && f0 + f < kF; ++f) {
+          float* a = &acc[h][4 * (f0 + f)];
+          if (sp == 0) {
+            a[0] = v[f].x, a[1] = v[f].y, a[2] = v[f].z, a[3] = v[f].w;
+          } else {
+            a[0] += v[f].x, a[1] += v[f].y, a[2] += v[f].z, a[3] += v[f].w;
+          }
+        }
+        __syncwarp();
+      }
+  }
+  if (lane == 0) *counter = 0u;  // every split has drawn its ticket
+  return true;
+}
+
+// consume is consumer warpgroup c's loop (warp w, lane): every unit of
+// the CTA, its products stage by stage, then its stores (through the
+// workspace for S > 1: split_sum). Product h of the warpgroup covers its
+// rows 64h … 64h+63, warp w's 16 of them being rows 16w … 16w+15: the
+// 16-row half w % 2 of row block 2h + w/2, whose meta words it reads with
+// selector 0 (lane L reading, for half 1, the word of lane L ^ 2, which
+// selector 1 would have read: docs/formats.md §2).
+template <typename T, int NWG, int BN, bool kSplit>
+__device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t bars, int M, int N, int K,
+                                        float* __restrict__ W, int nsplit, int c, int w, int lane) {
   using S = Shape<NWG, BN>;
   constexpr int ST = S::kStages, R = S::kRows;
   const Tiles tl(M, N, BN, R);
-  const int nk = K / 64, nkp = (nk + 1) & ~1;
+  const int nk = K / 64, units = tl.count * nsplit;
   const uint32_t arows = static_cast<uint32_t>(128 * c * 64);  // the warpgroup's first A row
   const uint32_t moff = static_cast<uint32_t>(4 * (128 * c + 32 * (w >> 1) + (lane ^ ((w & 1) << 1))));
   const int g = lane >> 2, tig = lane & 3;
   uint32_t q = 0;
-  for (int t = blockIdx.x; t < tl.count; t += gridDim.x) {
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const int t = u / nsplit;
     int m0, n0;
     tl.at(t, BN, R, m0, n0);
+    const Splits sp(nk, nsplit, u % nsplit);
     const int r0 = n0 + 128 * c + 16 * w;  // the warp's first row of product 0
     const bool live[2] = {r0 < N, r0 + 64 < N};
     float acc[2][BN / 2];
@@ -325,40 +436,34 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     uint32_t e0[2][2], e1[2][2];
     // A row block is inside N or past it as a whole (N % 32 == 0): past
     // it, the warp multiplies zeros with a valid meta pattern.
-    for (int kc = 0; kc < nkp; kc += 2, q += 2) {
-      stage<T, NWG, BN>(acc, e0, base, bars, q, arows, moff, live[0] && kc < nk, live[1] && kc < nk, kc == 0);
+    for (int i = 0; i < sp.count; i += 2, q += 2) {
+      const int kc = sp.first + i;
+      stage<T, NWG, BN>(acc, e0, base, bars, q, arows, moff, live[0] && kc < nk, live[1] && kc < nk, i == 0);
       stage<T, NWG, BN>(acc, e1, base, bars, q + 1, arows, moff, live[0] && kc + 1 < nk, live[1] && kc + 1 < nk,
                         false);
     }
-    wg_wait<0>();
-    gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
+    if (sp.count > 0) {
+      wg_wait<0>();
+      gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
+    }
+    // Every split of a tile agrees on live: a warp with no live row takes
+    // no ticket.
+    if (!live[0]) continue;
+    if (kSplit && !split_sum<BN>(acc, W, t * 4 * NWG + 4 * c + w, u % nsplit, nsplit, lane)) continue;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (!live[h]) continue;
-      const int row0 = r0 + 64 * h + g;
-      float bias[2] = {};
-      if (out.bias != nullptr) {
-        bias[0] = to_f32(T{}, out.bias[row0]);
-        bias[1] = to_f32(T{}, out.bias[row0 + 8]);
-      }
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int tok = m0 + 8 * j + 2 * tig + (i & 1);
-          if (tok < M) {
-            gemv::put1<T>(out, static_cast<size_t>(tok) * N + row0 + 8 * (i >> 1), acc[h][4 * j + i] + bias[i >> 1]);
-          }
-        }
-      }
+      if (live[h]) store_sums<T, BN>(out, acc[h], r0 + 64 * h + g, m0, M, N, tig);
     }
   }
 }
 
-// kernel is the product: the barriers set up, then the roles.
-template <typename T, int NWG, int BN>
+// kernel is the product: the barriers set up, then the roles. Without
+// kSplit, K is one split whatever splits says and W is not read (the kernel
+// has no split-K code: its registers are those of the plain product).
+template <typename T, int NWG, int BN, bool kSplit>
 __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, const TensorMap& tp, const TensorMap& tu,
-                                       int M, int N, int K) {
+                                       int M, int N, int K, float* __restrict__ W, int splits) {
+  const int nsplit = kSplit ? max(splits, 1) : 1;
   using S = Shape<NWG, BN>;
   constexpr int ST = S::kStages;
   extern __shared__ uint4 smem4[];
@@ -370,15 +475,16 @@ __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, cons
       gemv::mbar_init(bars + 8 * i, 1);                 // full: the producer's expect, then the bytes
       gemv::mbar_init(bars + 8 * (ST + i), 128 * NWG);  // empty: every consumer thread
     }
+    gemv::proxy_fence();  // the initialised barriers visible to the copy engine
   }
   __syncthreads();
   const int wg = tid >> 7;
   if (wg == NWG) {
     if (NWG == 2) reg_dec<40>();
-    if (tid == 128 * NWG) produce<NWG, BN>(base, bars, tx, tp, tu, M, N, K);
+    if (tid == 128 * NWG) produce<NWG, BN>(base, bars, tx, tp, tu, M, N, K, nsplit);
   } else {
     if (NWG == 2) reg_inc<232>();
-    consume<T, NWG, BN>(out, base, bars, M, N, K, wg, (tid >> 5) & 3, tid & 31);
+    consume<T, NWG, BN, kSplit>(out, base, bars, M, N, K, W, nsplit, wg, (tid >> 5) & 3, tid & 31);
   }
 }
 

@@ -1,7 +1,9 @@
 package launchplan
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
@@ -11,20 +13,22 @@ import (
 // Tokens tokens.
 type PrefillTile struct {
 	Rows, Tokens int
-	// Rate is the tile's throughput per SM on full waves, relative to the
-	// fastest tile's, as measured on an H100 at 16384 tokens on the
-	// Llama-3 projections (docs/kernels.md): what ChoosePrefill weighs
-	// each tile's work by.
-	Rate float64
+	// StageUS and SplitStageUS are a unit's time per 64-column stage of
+	// K, in µs, in the plain and the split-K entry point: what
+	// PrefillCandidates weighs each unit's stages by. Fitted, with the
+	// cost model's other constants, to every plan `sfsurgery bench` timed
+	// on an H200 from 128 to 4096 tokens on the Llama-3 projections and
+	// their stacks (TestPrefillAgainstBench replays them).
+	StageUS, SplitStageUS float64
 }
 
 // PrefillTiles returns the prefill kernel's tiles, largest first.
 func PrefillTiles() []PrefillTile {
 	return []PrefillTile{
-		{Rows: 256, Tokens: 192, Rate: 1},
-		{Rows: 256, Tokens: 128, Rate: 0.9},
-		{Rows: 128, Tokens: 128, Rate: 0.7},
-		{Rows: 128, Tokens: 64, Rate: 0.55},
+		{Rows: 256, Tokens: 192, StageUS: 0.672, SplitStageUS: 1.145},
+		{Rows: 256, Tokens: 128, StageUS: 0.502, SplitStageUS: 0.674},
+		{Rows: 128, Tokens: 128, StageUS: 0.303, SplitStageUS: 0.381},
+		{Rows: 128, Tokens: 64, StageUS: 0.227, SplitStageUS: 0.263},
 	}
 }
 
@@ -52,13 +56,18 @@ func (t PrefillTile) Stages() int {
 // alignment slack, the ring and two mbarriers a slot.
 func (t PrefillTile) SharedBytes() int { return 1024 + t.Stages()*t.stageBytes() + 16*t.Stages() }
 
-// String names the tile as "r<Rows> t<Tokens>" (SparseCandidates' plan
-// name is "prefill " and this).
+// String names the tile as "r<Rows> t<Tokens>" (Prefill.String's middle).
 func (t PrefillTile) String() string { return fmt.Sprintf("r%d t%d", t.Rows, t.Tokens) }
 
-// Entry is the tile's entry point for element type ty ("bf16", "f16").
-func (t PrefillTile) Entry(ty string) string {
-	return fmt.Sprintf("spmm_wg_%s_r%d_t%d", ty, t.Rows, t.Tokens)
+// Entry is the tile's entry point for element type ty ("bf16", "f16")
+// and K in splits splits: the plain product for one, its split-K build
+// (suffix "_splitk") for more.
+func (t PrefillTile) Entry(ty string, splits int) string {
+	e := fmt.Sprintf("spmm_wg_%s_r%d_t%d", ty, t.Rows, t.Tokens)
+	if splits > 1 {
+		e += "_splitk"
+	}
+	return e
 }
 
 // PrefillEntryPoints returns every entry point of the prefill kernel.
@@ -66,7 +75,7 @@ func PrefillEntryPoints() []string {
 	var out []string
 	for _, t := range PrefillTiles() {
 		for _, ty := range []string{"bf16", "f16"} {
-			out = append(out, t.Entry(ty))
+			out = append(out, t.Entry(ty, 1), t.Entry(ty, 2))
 		}
 	}
 	return out
@@ -74,72 +83,172 @@ func PrefillEntryPoints() []string {
 
 // Prefill is one launch of the prefill kernel: Entry on a persistent grid
 // of Grid CTAs (at most one per SM) of Block threads with SharedBytes of
-// dynamic shared memory. Its parameters are y, the tensor maps of x,
-// packed and meta (by value), m, n, k, the bias (or null) and the output
-// type (0 float32, 1 the element type); the maps are those of
-// spmm_wg.cuh's TensorMap, with the tile's boxes.
+// dynamic shared memory, K split Splits ways. Its parameters are y, the
+// tensor maps of x, packed and meta (by value), m, n, k, the bias (or
+// null), the output type (0 float32, 1 the element type), the split-K
+// workspace's partial sums (null for one split) and Splits; the maps are
+// those of spmm_wg.cuh's TensorMap, with the tile's boxes.
 type Prefill struct {
 	Tile        PrefillTile
+	Splits      int // K in this many splits, each a unit of work (1: none)
 	Entry       string
 	Grid        int
 	Block       int
 	SharedBytes int
+	// Workspace is what a launch of Splits > 1 at these m and n needs
+	// (PrefillWorkspace); zero for one split.
+	Workspace Workspace
+}
+
+// MaxPrefillSplits bounds the splits of K the planner considers and an
+// executor accepts.
+const MaxPrefillSplits = 8
+
+// Cost model of the prefill kernel, in µs (fitted with the tiles'
+// StageUS; TestPrefillAgainstBench).
+const (
+	// prefillUnitUS is a unit's time besides its stages: the ring
+	// filling, the last products and the stores.
+	prefillUnitUS = 1.88
+	// prefillSplitUS is what splitting K adds once: the partial sums'
+	// stores, the tickets, and the SMs whose units are done waiting for
+	// the last warps' sums.
+	prefillSplitUS = 3.96
+	// prefillRoundUS is a round of the last warp's sum (eight 16-byte L2
+	// loads a lane): Tokens/32 rounds a split.
+	prefillRoundUS = 0.477
+)
+
+// prefillSplitStages is spmm_wg.cuh's Splits: the stages of the first
+// (longest) of splits splits of k's k/64 stages (even: a stage past k
+// pads an odd count), and whether every split has work.
+func prefillSplitStages(k, splits int) (int, bool) {
+	nk := k / prefillStageK
+	per := (ceilDiv(nk, splits) + 1) &^ 1
+	return per, (splits-1)*per < nk
+}
+
+// prefillCost is the model's time, in µs, of tile t with k in splits
+// splits for an m × n × k product on sms SMs: the waves of units times a
+// unit's stages and fixed time, plus, for several splits, the split-K
+// sum's.
+func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
+	per, _ := prefillSplitStages(k, splits)
+	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
+	stage := t.StageUS
+	if splits > 1 {
+		stage = t.SplitStageUS
+	}
+	cost := float64(ceilDiv(units, sms)) * (float64(per)*stage + prefillUnitUS)
+	if splits > 1 {
+		cost += prefillSplitUS + prefillRoundUS*float64(splits*t.Tokens)/32
+	}
+	return cost
+}
+
+// String names p as kernels.Device.SparseCandidates lists it: "prefill",
+// the tile and the splits of K, e.g. "prefill r128 t64 s4".
+func (p Prefill) String() string { return fmt.Sprintf("prefill %s s%d", p.Tile, p.Splits) }
+
+// PrefillWorkspace is the split-K workspace of tile t with splits splits
+// at m × n: a counter per warp of every tile (Rows/32 a tile) and Rows ×
+// Tokens partial sums per unit; none for one split.
+func PrefillWorkspace(t PrefillTile, splits, m, n int) Workspace {
+	if splits <= 1 {
+		return Workspace{}
+	}
+	tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
+	return Workspace{Counters: tiles * t.Rows / 32, Partials: int64(tiles) * int64(splits) * int64(t.Rows*t.Tokens)}
 }
 
 // ChoosePrefill plans the prefill kernel for an m × n × k product of
-// element type dt on a device with lim (lim.Warpgroup set). It picks the
-// tile with the least estimated time, its waves (ceil(tiles / SMs)) times
-// its work per tile over its Rate; ties go to the larger tile.
-// TestChoosePrefill holds the choices measured best on an H100.
+// element type dt on a device with lim (lim.Warpgroup set): the first of
+// PrefillCandidates. TestChoosePrefill holds the choices measured best.
 func ChoosePrefill(dt checkpoint.DType, m, n, k int, lim Limits) (Prefill, error) {
+	ps, err := PrefillCandidates(dt, m, n, k, lim, 1)
+	if err != nil {
+		return Prefill{}, err
+	}
+	return ps[0], nil
+}
+
+// PrefillCandidates returns up to limit launches of the prefill kernel for
+// an m × n × k product, least estimated time first: every tile that fits
+// lim's shared memory, unsplit and, where its tiles leave SMs idle, with
+// K in up to MaxPrefillSplits splits that all have work and fill at most
+// one wave (so the split-K workspace never exceeds a wave's tiles),
+// timed by the cost model (prefillCost: waves of units, their stages,
+// and the split-K sum); ties go to the larger tile, then the fewer
+// splits.
+func PrefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit int) ([]Prefill, error) {
+	return prefillCandidates(dt, m, n, k, lim, limit, MaxPrefillSplits)
+}
+
+// prefillCandidates is PrefillCandidates with at most maxSplits splits.
+func prefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit, maxSplits int) ([]Prefill, error) {
 	ty, ok := elementName(dt)
 	if !ok {
-		return Prefill{}, fmt.Errorf("%w: prefill: element type %v, want BF16 or F16", ErrNoPlan, dt)
+		return nil, fmt.Errorf("%w: prefill: element type %v, want BF16 or F16", ErrNoPlan, dt)
 	}
 	switch {
 	case !lim.Warpgroup:
-		return Prefill{}, fmt.Errorf("%w: prefill: needs the sm_90a module (compute capability 9.0)", ErrNoPlan)
+		return nil, fmt.Errorf("%w: prefill: needs the sm_90a module (compute capability 9.0)", ErrNoPlan)
 	case m < 1 || m > MaxDim || n < 32 || n > MaxDim || n%32 != 0 || k < 64 || k > MaxDim || k%prefillStageK != 0:
-		return Prefill{}, fmt.Errorf("%w: prefill: m = %d, n = %d, k = %d: want 1 ≤ m ≤ %d, n a multiple of 32 and k of 64, each at most %[5]d",
+		return nil, fmt.Errorf("%w: prefill: m = %d, n = %d, k = %d: want 1 ≤ m ≤ %d, n a multiple of 32 and k of 64, each at most %[5]d",
 			ErrNoPlan, m, n, k, MaxDim)
 	case lim.SMs < 1:
-		return Prefill{}, fmt.Errorf("%w: prefill: %d SMs", ErrNoPlan, lim.SMs)
+		return nil, fmt.Errorf("%w: prefill: %d SMs", ErrNoPlan, lim.SMs)
 	}
-	var best Prefill
-	bestCost := 0.0
+	type scored struct {
+		p    Prefill
+		cost float64
+	}
+	var all []scored
 	for _, t := range PrefillTiles() {
 		if t.SharedBytes() > lim.SharedPerBlock {
 			continue
 		}
 		tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
-		cost := float64(ceilDiv(tiles, lim.SMs)) * float64(t.Rows*t.Tokens) / t.Rate
-		if best.Entry == "" || cost < bestCost {
-			best = prefillWith(t, ty, m, n, lim)
-			bestCost = cost
+		for s := 1; s <= maxSplits; s++ {
+			if _, ok := prefillSplitStages(k, s); !ok || s > 1 && tiles*s > lim.SMs {
+				break
+			}
+			all = append(all, scored{prefillWith(t, s, ty, m, n, lim), prefillCost(t, s, m, n, k, lim.SMs)})
 		}
 	}
-	if best.Entry == "" {
-		return Prefill{}, fmt.Errorf("%w: prefill: no tile fits %d bytes of shared memory", ErrNoPlan, lim.SharedPerBlock)
+	if len(all) == 0 {
+		return nil, fmt.Errorf("%w: prefill: no tile fits %d bytes of shared memory", ErrNoPlan, lim.SharedPerBlock)
 	}
-	return best, nil
+	slices.SortStableFunc(all, func(a, b scored) int { return cmp.Compare(a.cost, b.cost) })
+	out := make([]Prefill, 0, min(limit, len(all)))
+	for _, c := range all[:min(limit, len(all))] {
+		out = append(out, c.p)
+	}
+	return out, nil
 }
 
-// prefillWith is the launch of tile t for an m × n product.
-func prefillWith(t PrefillTile, ty string, m, n int, lim Limits) Prefill {
-	tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
-	return Prefill{Tile: t, Entry: t.Entry(ty), Grid: min(tiles, lim.SMs), Block: t.Threads(), SharedBytes: t.SharedBytes()}
+// prefillWith is the launch of tile t with K in splits splits for an m ×
+// n product.
+func prefillWith(t PrefillTile, splits int, ty string, m, n int, lim Limits) Prefill {
+	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
+	return Prefill{Tile: t, Splits: splits, Entry: t.Entry(ty, splits), Grid: min(units, lim.SMs), Block: t.Threads(),
+		SharedBytes: t.SharedBytes(), Workspace: PrefillWorkspace(t, splits, m, n)}
 }
 
-// WithTile returns the launch of the same product with tile t instead
-// (tests and benchmarks force each tile so); p's element type must be
-// dt's. A tile that needs more shared memory than lim allows leaves p as
+// WithTile returns the launch of the same m × n × k product with tile t
+// and K in splits splits instead (tests and benchmarks force each so);
+// p's element type must be dt's. A tile that needs more shared memory
+// than lim allows, or splits of which one would have no work, leave p as
 // it is.
-func (p Prefill) WithTile(t PrefillTile, dt checkpoint.DType, m, n int, lim Limits) Prefill {
+func (p Prefill) WithTile(t PrefillTile, splits int, dt checkpoint.DType, m, n, k int, lim Limits) Prefill {
 	ty, ok := elementName(dt)
-	if !ok || t.SharedBytes() > lim.SharedPerBlock {
+	if !ok || t.SharedBytes() > lim.SharedPerBlock || splits < 1 || splits > MaxPrefillSplits {
 		return p
 	}
-	return prefillWith(t, ty, m, n, lim)
+	if _, ok := prefillSplitStages(k, splits); !ok {
+		return p
+	}
+	return prefillWith(t, splits, ty, m, n, lim)
 }
 
 // PrefillRecord is the prefill kernel's launch for the token counts From
@@ -150,9 +259,13 @@ func (p Prefill) WithTile(t PrefillTile, dt checkpoint.DType, m, n int, lim Limi
 // (uint16 [m][k], box 64 × Tokens, 128-byte swizzle), packed (uint16
 // [n][k/2], box 32 × Rows, 64-byte swizzle) and meta (uint32 [k/32][n],
 // box Rows × 2, no swizzle), each by value, then m, n, k, the bias (or
-// null) and the output type (0 float32, 1 the element type). The last
-// record of a shape serves every m above its To too: correct for any m,
-// and ChoosePrefill's own choice there on the Llama-family shapes
+// null), the output type (0 float32, 1 the element type), the split-K
+// workspace's partial sums (null for one split) and Splits. With Splits >
+// 1 the grid is min(ceil(m/Tokens)·ceil(n/Rows)·Splits, SMs) and the
+// workspace holds PrefillWorkspace(To)'s zeroed counters below the
+// pointer and its partial sums from it. The last record of a shape has
+// one split and serves every m above its To too: correct for any m, and
+// ChoosePrefill's own choice there on the Llama-family shapes
 // (TestPrefillRecords).
 type PrefillRecord struct {
 	From        int    `json:"from"`
@@ -161,6 +274,7 @@ type PrefillRecord struct {
 	Entry       string `json:"entry"`
 	Rows        int    `json:"rows"`
 	Tokens      int    `json:"tokens"`
+	Splits      int    `json:"splits"`
 	Block       int    `json:"block"`
 	SharedBytes int    `json:"shared_bytes"`
 }
@@ -172,7 +286,8 @@ const PrefillRecordsTo = 1 << 17
 
 // PrefillRecords returns ChoosePrefill's launches of an n × k weight of
 // element type dt for every token count from MaxTokens+1 to
-// PrefillRecordsTo, as ranges of the same launch, in order. ChoosePrefill
+// PrefillRecordsTo, as ranges of the same launch (entry point and
+// splits), in order. ChoosePrefill
 // sees m only through ceil(m / Tokens), every Tokens a multiple of
 // prefillBlock, so it is asked once per block of prefillBlock token
 // counts (TestPrefillRecords checks both ends of every range).
@@ -184,12 +299,16 @@ func PrefillRecords(dt checkpoint.DType, n, k int, lim Limits) ([]PrefillRecord,
 		if err != nil {
 			return nil, err
 		}
-		if last := len(out) - 1; last >= 0 && out[last].Entry == p.Entry {
+		if last := len(out) - 1; last >= 0 && out[last].Entry == p.Entry && out[last].Splits == p.Splits {
 			out[last].To = to
 			continue
 		}
 		out = append(out, PrefillRecord{From: from, To: to, Module: ModuleSM90a, Entry: p.Entry, Rows: p.Tile.Rows,
-			Tokens: p.Tile.Tokens, Block: p.Block, SharedBytes: p.SharedBytes})
+			Tokens: p.Tile.Tokens, Splits: p.Splits, Block: p.Block, SharedBytes: p.SharedBytes})
+	}
+	if last := out[len(out)-1]; last.Splits != 1 {
+		return nil, fmt.Errorf("%w: prefill: %dx%d splits k %d ways at %d tokens; the last record serves every m past it and must not split",
+			ErrNoPlan, n, k, last.Splits, last.To)
 	}
 	return out, nil
 }

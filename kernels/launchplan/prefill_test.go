@@ -2,6 +2,7 @@ package launchplan
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -25,23 +26,23 @@ func TestPrefillShared(t *testing.T) {
 		"spmm_wg_bf16_r128_t64":  {8, 140416},
 	}
 	for _, tile := range PrefillTiles() {
-		w, ok := want[tile.Entry("bf16")]
+		w, ok := want[tile.Entry("bf16", 1)]
 		if !ok {
-			t.Errorf("%s: no expected size", tile.Entry("bf16"))
+			t.Errorf("%s: no expected size", tile.Entry("bf16", 1))
 			continue
 		}
 		if tile.Stages() != w[0] || tile.SharedBytes() != w[1] {
-			t.Errorf("%s: %d stages, %d bytes; want %d, %d", tile.Entry("bf16"), tile.Stages(), tile.SharedBytes(), w[0], w[1])
+			t.Errorf("%s: %d stages, %d bytes; want %d, %d", tile.Entry("bf16", 1), tile.Stages(), tile.SharedBytes(), w[0], w[1])
 		}
 		if tile.stageBytes()%1024 != 0 {
-			t.Errorf("%s: a stage of %d bytes leaves B unaligned", tile.Entry("bf16"), tile.stageBytes())
+			t.Errorf("%s: a stage of %d bytes leaves B unaligned", tile.Entry("bf16", 1), tile.stageBytes())
 		}
 	}
 }
 
-// TestChoosePrefill holds the planner to the tiles measured fastest on an
-// H100 (BF16; docs/kernels.md) for the Llama-3 shapes where one tile led
-// clearly.
+// TestChoosePrefill holds the planner's unsplit choice to the tiles
+// measured fastest on an H100 (BF16; docs/kernels.md) for the Llama-3
+// shapes where one tile led clearly.
 func TestChoosePrefill(t *testing.T) {
 	h100 := KnownLimits()["h100"]
 	for _, c := range []struct {
@@ -56,10 +57,11 @@ func TestChoosePrefill(t *testing.T) {
 		{16384, 8192, 8192, "r256_t192"}, // 70B q/o
 		{16384, 4096, 14336, "r256_t192"},
 	} {
-		p, err := ChoosePrefill(checkpoint.BF16, c.m, c.n, c.k, h100)
+		ps, err := prefillCandidates(checkpoint.BF16, c.m, c.n, c.k, h100, 1, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
+		p := ps[0]
 		if want := "spmm_wg_bf16_" + c.want; p.Entry != want {
 			t.Errorf("m=%d n=%d k=%d: %s, want %s", c.m, c.n, c.k, p.Entry, want)
 		}
@@ -104,7 +106,8 @@ func TestChoosePrefillRefuses(t *testing.T) {
 
 // TestPrefillEntryPointsInPTX holds every prefill entry point to the
 // sm_90a PTX: present, with y, three 128-byte tensor maps (64-byte
-// aligned), m, n, k, the bias and the output type, in that order.
+// aligned), m, n, k, the bias, the output type, the workspace and the
+// splits, in that order.
 func TestPrefillEntryPointsInPTX(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "ptx", filepath.Base(ModuleSM90a)))
 	if err != nil {
@@ -122,7 +125,7 @@ func TestPrefillEntryPointsInPTX(t *testing.T) {
 			params[m[1]] = append(params[m[1]], kind)
 		}
 	}
-	want := []string{".u64", "map", "map", "map", ".u32", ".u32", ".u32", ".u64", ".u32"}
+	want := []string{".u64", "map", "map", "map", ".u32", ".u32", ".u32", ".u64", ".u32", ".u64", ".u32"}
 	for _, e := range PrefillEntryPoints() {
 		got, ok := params[e]
 		if !ok {
@@ -144,14 +147,14 @@ func TestPrefillWithTile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tile := range PrefillTiles() {
-		q := p.WithTile(tile, checkpoint.F16, 1000, 4096, h100)
+		q := p.WithTile(tile, 1, checkpoint.F16, 1000, 4096, 4096, h100)
 		tiles := ceilDiv(1000, tile.Tokens) * ceilDiv(4096, tile.Rows)
-		if q.Tile != tile || q.Entry != tile.Entry("f16") || q.Grid != min(tiles, 132) || q.SharedBytes != tile.SharedBytes() {
-			t.Errorf("%s: %+v", tile.Entry("f16"), q)
+		if q.Tile != tile || q.Entry != tile.Entry("f16", 1) || q.Grid != min(tiles, 132) || q.SharedBytes != tile.SharedBytes() {
+			t.Errorf("%s: %+v", tile.Entry("f16", 1), q)
 		}
 	}
 	small := Limits{SMs: 8, SharedPerBlock: 150000, Warpgroup: true}
-	if q := p.WithTile(PrefillTiles()[0], checkpoint.F16, 1000, 4096, small); q != p {
+	if q := p.WithTile(PrefillTiles()[0], 1, checkpoint.F16, 1000, 4096, 4096, small); q != p {
 		t.Errorf("a tile past the shared memory replaced the plan: %+v", q)
 	}
 }
@@ -179,12 +182,15 @@ func TestPrefillRecords(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if p.Entry != r.Entry || p.Block != r.Block || p.SharedBytes != r.SharedBytes || r.Module != ModuleSM90a {
+				if p.Entry != r.Entry || p.Splits != r.Splits || p.Block != r.Block || p.SharedBytes != r.SharedBytes || r.Module != ModuleSM90a {
 					t.Errorf("%dx%d m=%d: record %+v, plan %+v", s.n, s.k, m, r, p)
 				}
 			}
 		}
 		last := recs[len(recs)-1]
+		if last.Splits != 1 {
+			t.Errorf("%dx%d: the last record splits k %d ways", s.n, s.k, last.Splits)
+		}
 		for m := PrefillRecordsTo + 1; m <= 4*PrefillRecordsTo; m += 97 {
 			if p, _ := ChoosePrefill(checkpoint.BF16, m, s.n, s.k, h100); p.Entry != last.Entry {
 				t.Fatalf("%dx%d m=%d: %s past the records, the last is %s", s.n, s.k, m, p.Entry, last.Entry)
@@ -223,9 +229,154 @@ func TestPrefillBlock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if i == len(recs) || m < recs[i].From || recs[i].Entry != p.Entry {
+			if i == len(recs) || m < recs[i].From || recs[i].Entry != p.Entry || recs[i].Splits != p.Splits {
 				t.Fatalf("%dx%d m=%d: the planner picks %s, the records do not", s.n, s.k, m, p.Entry)
 			}
 		}
+	}
+}
+
+// TestPrefillSplitStages holds prefillSplitStages to a slow reference of
+// spmm_wg.cuh's Splits: the splits' stages, each count even, cover K's
+// stages once in order (the stage past K an odd count pads lies past
+// them), and every split has work exactly when it says so.
+func TestPrefillSplitStages(t *testing.T) {
+	for nk := 1; nk <= 200; nk++ {
+		for s := 1; s <= MaxPrefillSplits; s++ {
+			per, ok := prefillSplitStages(nk*prefillStageK, s)
+			covered, work := 0, true
+			for i := range s {
+				// Splits in the kernel: first = i·per, n = clamp(nk - first, 0, per), count = n rounded up to even.
+				first := i * per
+				n := max(0, min(nk-first, per))
+				count := (n + 1) &^ 1
+				if n > 0 && first != covered {
+					t.Fatalf("nk %d, %d splits: split %d starts at %d after %d stages", nk, s, i, first, covered)
+				}
+				if count%2 != 0 || (i+1)*per < nk && n != per {
+					t.Fatalf("nk %d, %d splits: split %d has %d stages (%d padded) of %d", nk, s, i, n, count, per)
+				}
+				covered += n
+				work = work && n > 0
+			}
+			if covered != nk || ok != work || per%2 != 0 {
+				t.Fatalf("nk %d, %d splits: %d stages covered, every split working %v, prefillSplitStages (%d, %v)",
+					nk, s, covered, work, per, ok)
+			}
+		}
+	}
+}
+
+// TestPrefillCandidates: each candidate is a launch the kernel can run
+// (splits that all work and fill at most one wave, the grid and
+// workspace of its tile and splits), the list is in the cost model's
+// order and starts with ChoosePrefill's plan, the narrow shapes split K
+// at a few hundred tokens and no shape splits from 16384.
+func TestPrefillCandidates(t *testing.T) {
+	h200 := KnownLimits()["h200"]
+	for _, s := range []struct {
+		n, k  int
+		split []int // token counts where the planner must split K
+	}{
+		{1024, 4096, []int{128, 256}}, {1024, 8192, []int{128, 256, 512}}, {4096, 4096, []int{128}},
+		{14336, 4096, nil}, {4096, 14336, []int{128}}, {8192, 28672, []int{128}}, {96, 1600, nil},
+	} {
+		for _, m := range []int{65, 128, 256, 512, 1024, 4096, 16384} {
+			ps, err := PrefillCandidates(checkpoint.BF16, m, s.n, s.k, h200, MaxCandidates)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := ChoosePrefill(checkpoint.BF16, m, s.n, s.k, h200)
+			if err != nil || len(ps) == 0 || ps[0] != first {
+				t.Fatalf("%dx%d m=%d: ChoosePrefill %+v (%v), candidates %v", s.n, s.k, m, first, err, ps)
+			}
+			for i, p := range ps {
+				what := fmt.Sprintf("%dx%d m=%d candidate %d %s", s.n, s.k, m, i, p)
+				tiles := ceilDiv(m, p.Tile.Tokens) * ceilDiv(s.n, p.Tile.Rows)
+				_, ok := prefillSplitStages(s.k, p.Splits)
+				switch {
+				case p.Splits < 1 || p.Splits > MaxPrefillSplits || !ok:
+					t.Errorf("%s: splits that leave one without work", what)
+				case p.Splits > 1 && tiles*p.Splits > h200.SMs:
+					t.Errorf("%s: %d units on %d SMs", what, tiles*p.Splits, h200.SMs)
+				case p.Grid != min(tiles*p.Splits, h200.SMs) || p.Entry != p.Tile.Entry("bf16", p.Splits) || p.Workspace != PrefillWorkspace(p.Tile, p.Splits, m, s.n):
+					t.Errorf("%s: launch %+v", what, p)
+				case i > 0 && prefillCost(ps[i-1].Tile, ps[i-1].Splits, m, s.n, s.k, h200.SMs) > prefillCost(p.Tile, p.Splits, m, s.n, s.k, h200.SMs):
+					t.Errorf("%s: cheaper than the candidate before it", what)
+				}
+			}
+			if m >= 16384 && first.Splits != 1 {
+				t.Errorf("%dx%d m=%d: %s splits K", s.n, s.k, m, first)
+			}
+			if slices.Contains(s.split, m) && first.Splits == 1 {
+				t.Errorf("%dx%d m=%d: %s leaves %d of %d SMs idle unsplit", s.n, s.k, m, first, h200.SMs-first.Grid, h200.SMs)
+			}
+		}
+	}
+}
+
+// TestPrefillWorkspace holds PrefillWorkspace to values worked out by
+// hand: a u32 counter per warp of every tile, Rows × Tokens f32 partial
+// sums per unit, none unsplit.
+func TestPrefillWorkspace(t *testing.T) {
+	tiles := PrefillTiles()
+	for _, c := range []struct {
+		tile      PrefillTile
+		splits    int
+		m, n      int
+		want      Workspace
+		wantBytes int64
+	}{
+		{tiles[3], 4, 256, 1024, Workspace{Counters: 4 * 8 * 4, Partials: 4 * 8 * 4 * 128 * 64}, 4 * (128 + 1048576)},
+		{tiles[0], 2, 200, 300, Workspace{Counters: 2 * 2 * 8, Partials: 2 * 2 * 2 * 256 * 192}, 4 * (32 + 393216)},
+		{tiles[1], 1, 256, 1024, Workspace{}, 0},
+	} {
+		got := PrefillWorkspace(c.tile, c.splits, c.m, c.n)
+		if got != c.want || got.Bytes() != c.wantBytes {
+			t.Errorf("%s, %d splits, m %d, n %d: %+v (%d bytes), want %+v (%d)", c.tile, c.splits, c.m, c.n, got, got.Bytes(), c.want, c.wantBytes)
+		}
+	}
+}
+
+// TestPrefillAgainstBench replays what `sfsurgery bench` measured of the
+// prefill kernel's candidate plans on an H200 (BF16, the Llama-3 8B and
+// 70B projections and their qkv and gate_up stacks, M = 128 to 4096;
+// testdata/prefill-candidates-h200.txt.gz, made by
+// tools/gpu/bench_candidates.sh from the rows above 64 tokens) against
+// ChoosePrefill's plan: on average within 1% of the fastest timed, none
+// more than 10% behind it. The rows judge ChoosePrefill only where its
+// plan was among those timed; if a planner change leaves more than a
+// quarter of them unjudged, measure again.
+func TestPrefillAgainstBench(t *testing.T) {
+	const path = "testdata/prefill-candidates-h200.txt.gz"
+	rows := loadBenchCandidates(t, path)
+	h200 := KnownLimits()["h200"]
+	var judged int
+	var sum, worst float64
+	for _, r := range rows {
+		p, err := ChoosePrefill(checkpoint.BF16, r.m, r.n, r.k, h200)
+		if err != nil {
+			t.Fatalf("%dx%d m = %d: %v", r.n, r.k, r.m, err)
+		}
+		us, ok := r.us[p.String()]
+		if !ok || us <= 0 {
+			t.Logf("%dx%d m = %d: %v was not timed", r.n, r.k, r.m, p)
+			continue
+		}
+		judged++
+		slow := us/r.best - 1
+		sum += slow
+		worst = max(worst, slow)
+		if slow > 0.02 {
+			t.Logf("%dx%d m = %d: %v %.1f µs, the fastest %.1f (+%.0f%%)", r.n, r.k, r.m, p, us, r.best, 100*slow)
+		}
+	}
+	if judged == 0 || judged < len(rows)*3/4 {
+		t.Fatalf("%d of %d rows judged: the planner's plans were not measured; measure again", judged, len(rows))
+	}
+	mean := sum / float64(judged)
+	t.Logf("%d of %d rows: ChoosePrefill's plan %.2f%% behind the fastest on average, %.0f%% at worst", judged, len(rows), 100*mean, 100*worst)
+	if mean > 0.01 || worst > 0.10 {
+		t.Errorf("ChoosePrefill %.2f%% behind on average (want ≤ 1%%), %.0f%% at worst (want ≤ 10%%)", 100*mean, 100*worst)
 	}
 }

@@ -12,7 +12,9 @@ made at the first call with m tokens and kept:
 - `PrefillLauncher` (the prefill kernel, one per record: a range of m):
   the packed and meta tensor maps encoded once, the x map encoded again
   only when x's address or m changed since the last call (one
-  `cuTensorMapEncodeTiled` at most), the grid computed when m changes.
+  `cuTensorMapEncodeTiled` at most), the grid computed when m changes; a
+  record that splits k takes the table's workspace (sized at
+  registration for the record's last m, past which it refuses m).
 
 A launch does not touch the context: where the driver answers that the
 thread has none current, or another device's (driver.CONTEXT_ERRORS), it
@@ -131,9 +133,11 @@ class PrefillLauncher:
         d.tensor_map(self._mmap, consts["meta"], k // 32)
         self._y = ctypes.c_void_p(0)
         self._m = ctypes.c_int(0)
-        self._slots = [ctypes.c_int(n), ctypes.c_int(k), ctypes.c_void_p(consts["bias"]), ctypes.c_int(1)]
+        work = consts["workspace"] if rec.splits > 1 else 0
+        self._slots = [ctypes.c_int(n), ctypes.c_int(k), ctypes.c_void_p(consts["bias"]), ctypes.c_int(1),
+                       ctypes.c_void_p(work), ctypes.c_int(rec.splits)]
         addrs = [ctypes.addressof(self._y), self._xmap.address, self._pmap.address, self._mmap.address, ctypes.addressof(self._m)]
-        self._params = (ctypes.c_void_p * 9)(*addrs, *[ctypes.addressof(s) for s in self._slots])
+        self._params = (ctypes.c_void_p * 11)(*addrs, *[ctypes.addressof(s) for s in self._slots])
         self._cfg, self._attrs = driver.config((1, 1, 1), (rec.block, 1, 1), rec.shared_bytes)
         self._cfg_ptr = ctypes.pointer(self._cfg)
         self._fn = ctypes.c_void_p(kernels.function(rec.module, rec.entry))
@@ -146,10 +150,12 @@ class PrefillLauncher:
         addresses) of m tokens on stream."""
         with self._lock:
             if m != self._m.value:
+                if self.rec.splits > 1 and m > self.rec.last:
+                    # The workspace is sized for the range's last m.
+                    raise RecordError(f"{self.rec.entry}: {m} tokens past its split record's {self.rec.last}")
                 self._x = None
                 self._m.value = m
-                tiles = -(-m // self.rec.tokens) * -(-self._n // self.rec.rows)
-                self._cfg.grid[0] = min(tiles, self._sms)
+                self._cfg.grid[0] = min(self.rec.units(m, self._n), self._sms)
             if x != self._x:
                 self._x = None
                 self._driver.tensor_map(self._xmap, x, m)

@@ -39,8 +39,13 @@ _FAMILIES = {
 }
 _ENTRY = re.compile(r"^(gemv(?:_wg|_wg64|_hy)?(?:_pair)?)_(bf16|f16)_t(1|2|4|8)_s(2|4)$")
 # The prefill kernel's entry points (launchplan.PrefillTiles) and module.
-_PREFILL_ENTRY = re.compile(r"^spmm_wg_(bf16|f16)_r(128|256)_t(64|128|192)$")
+_PREFILL_ENTRY = re.compile(r"^spmm_wg_(bf16|f16)_r(128|256)_t(64|128|192)(_splitk)?$")
 _PREFILL_MODULE = "kernels/ptx/sfsurgery_sm90a.ptx"
+# launchplan.MaxPrefillSplits: the most splits of k a prefill record may
+# ask for; and the most units a split record may make where the document
+# has no limits to take one wave from.
+MAX_PREFILL_SPLITS = 8
+MAX_SPLIT_UNITS = 1024
 
 # The decode kernels' parameters in order (kernels/cuda/sfsurgery.cu,
 # sfsurgery_sm90a.cu; launchplan.Plan.Launch): name, C type, source. The
@@ -103,9 +108,10 @@ class Launch:
 class Prefill:
     """The prefill kernel's launch for the token counts first … last of one
     shape (launchplan.PrefillRecord): entry point, tile (rows × tokens),
-    block and dynamic shared memory; the grid is min(ceil(m/tokens) ·
-    ceil(n/rows), SMs) and the parameters are y, the tensor maps of x,
-    packed and meta, m, n, k, bias, out (docs/launch.md)."""
+    splits of k, block and dynamic shared memory; the grid is
+    min(ceil(m/tokens) · ceil(n/rows) · splits, SMs) and the parameters
+    are y, the tensor maps of x, packed and meta, m, n, k, bias, out, the
+    workspace's partial sums and splits (docs/launch.md)."""
 
     first: int
     last: int
@@ -113,6 +119,7 @@ class Prefill:
     entry: str
     rows: int
     tokens: int
+    splits: int
     block: int
     shared_bytes: int
 
@@ -120,6 +127,21 @@ class Prefill:
     def dtype(self) -> str:
         """The element type of the entry point: "bf16" or "f16"."""
         return _PREFILL_ENTRY.match(self.entry).group(1)
+
+    def units(self, m: int, n: int) -> int:
+        """The kernel's units of work at m tokens of an n-row weight: its
+        tiles times its splits of k."""
+        return -(-m // self.tokens) * -(-n // self.rows) * self.splits
+
+    def workspace(self, n: int) -> Tuple[int, int]:
+        """The split-K workspace the record needs for an n-row weight at
+        up to last tokens (launchplan.PrefillWorkspace): a u32 counter per
+        warp of every tile and rows × tokens partial sums per unit; none
+        for one split."""
+        if self.splits == 1:
+            return 0, 0
+        tiles = -(-self.last // self.tokens) * -(-n // self.rows)
+        return tiles * self.rows // 32, tiles * self.splits * self.rows * self.tokens
 
 
 @dataclass(frozen=True)
@@ -168,9 +190,9 @@ class Table:
 
     def workspace(self) -> Tuple[int, int]:
         """Returns the counters and partial sums one workspace shared by
-        every record (and fallback) of the table needs: counters rounded up
-        to a multiple of 4, so that the partial sums start 16-byte aligned
-        after them."""
+        every record (and fallback) of the table needs, the prefill ones'
+        included: counters rounded up to a multiple of 4, so that the
+        partial sums start 16-byte aligned after them."""
         counters = partials = 0
         for per_m in self.launches.values():
             for rec in per_m.values():
@@ -179,6 +201,10 @@ class Table:
                     counters = max(counters, r.counters)
                     partials = max(partials, r.partials)
                     r = r.fallback
+        for (n, _), ranges in self.prefill.items():
+            for pf in ranges:
+                c, p = pf.workspace(n)
+                counters, partials = max(counters, c), max(partials, p)
         return (counters + 3) // 4 * 4, partials
 
 
@@ -311,7 +337,11 @@ def parse_prefill(raw, n: int, k: int, dtype: str, limits: Optional[Limits], whe
     """Parses and checks a shape's prefill records: ranges of m from 65 up,
     contiguous and in order, each an entry point of the prefill kernel of
     the document's element type whose tile, block and shared memory agree
-    with its name."""
+    with its name, k in 1 … MAX_PREFILL_SPLITS splits (more than one
+    exactly for the _splitk entry points); a range of several
+    splits fills at most one wave at its last m (at most MAX_SPLIT_UNITS
+    units without limits), which bounds its workspace, and the last range,
+    which serves every m past it, has one."""
     if not isinstance(raw, list) or not raw:
         raise RecordError(f"{where}: want a non-empty list of prefill records")
     if limits is not None and not limits.warpgroup:
@@ -338,7 +368,17 @@ def parse_prefill(raw, n: int, k: int, dtype: str, limits: Optional[Limits], whe
             raise RecordError(f"{w}: rows {rows}, tokens {tokens}, block {block} for entry {entry}")
         if shared != _prefill_shared(rows, tokens) or (limits is not None and shared > limits.shared_per_block):
             raise RecordError(f"{w}.shared_bytes: {shared}, the {entry} kernel needs {_prefill_shared(rows, tokens)}")
-        out.append(Prefill(first, last, module, entry, rows, tokens, block, shared))
+        splits = _get(r, "splits", int, w)
+        if not 1 <= splits <= MAX_PREFILL_SPLITS:
+            raise RecordError(f"{w}.splits: {splits}, want 1…{MAX_PREFILL_SPLITS}")
+        if (splits > 1) != bool(em.group(4)):
+            raise RecordError(f"{w}: {splits} splits of k for entry {entry} (the _splitk entry points split, the others do not)")
+        rec = Prefill(first, last, module, entry, rows, tokens, splits, block, shared)
+        wave = limits.sms if limits is not None else MAX_SPLIT_UNITS
+        if splits > 1 and (i == len(raw) - 1 or rec.units(last, n) > wave):
+            raise RecordError(f"{w}.splits: {splits} at {first}…{last} tokens makes {rec.units(last, n)} units, "
+                              f"want one wave ({wave}) and one split for the last range")
+        out.append(rec)
     return tuple(out)
 
 

@@ -221,6 +221,14 @@ class PrefillTest(unittest.TestCase):
             ("shared", lambda p: p[0].update({"shared_bytes": 1 << 20}), "shared_bytes"),
             ("shared too small", lambda p: p[0].update({"shared_bytes": p[0]["shared_bytes"] - 1024}), "kernel needs"),
             ("type", lambda p: p[0].update({"to": "4224"}), "want an integer"),
+            ("no splits", lambda p: p[0].pop("splits"), "missing 'splits'"),
+            ("splits 0", lambda p: p[0].update({"splits": 0}), "splits: 0, want 1…8"),
+            ("splits 9", lambda p: p[0].update({"splits": 9}), "splits: 9, want 1…8"),
+            ("splits bool", lambda p: p[0].update({"splits": True}), "want an integer"),
+            ("splits past a wave", lambda p: p[0].update({"splits": 8, "entry": p[0]["entry"] + "_splitk"}), "want one wave (132)"),
+            ("last split", lambda p: p[-1].update({"splits": 2, "entry": p[-1]["entry"] + "_splitk"}), "one split for the last range"),
+            ("split entry unsplit", lambda p: p[0].update({"entry": p[0]["entry"] + "_splitk"}), "1 splits of k for entry"),
+            ("splits on the plain entry", lambda p: p[0].update({"splits": 2}), "2 splits of k for entry"),
             ("empty", lambda p: p.clear(), "non-empty list"),
         ]
         for name, edit, want in cases:
@@ -230,6 +238,25 @@ class PrefillTest(unittest.TestCase):
                 records.parse(doc)
             self.assertIn(want, str(cm.exception), name)
             self.assertIn("shapes[0].prefill", str(cm.exception), name)
+
+    def test_split_workspace(self):
+        """A range that splits k is accepted within a wave, and the
+        table's workspace covers it at the range's last m: a counter per
+        warp of every tile, rows × tokens partial sums per unit."""
+        doc = golden_launches()
+        s = doc["shapes"][0]
+        p = s["prefill"]
+        p.insert(1, dict(p[0], **{"from": 129}))
+        p[0].update({"to": 128, "splits": 4, "entry": p[0]["entry"] + "_splitk"})
+        t = records.parse(doc)
+        rec = t.lookup_prefill(s["n"], s["k"], 100)
+        self.assertEqual((rec.last, rec.splits), (128, 4))
+        tiles = -(-128 // rec.tokens) * -(-s["n"] // rec.rows)
+        self.assertEqual(rec.workspace(s["n"]), (tiles * rec.rows // 32, tiles * 4 * rec.rows * rec.tokens))
+        counters, partials = t.workspace()
+        self.assertGreaterEqual(counters, tiles * rec.rows // 32)
+        self.assertGreaterEqual(partials, tiles * 4 * rec.rows * rec.tokens)
+        self.assertEqual(t.lookup_prefill(s["n"], s["k"], 129).splits, 1)
 
     def test_no_warpgroup(self):
         doc = golden_launches()
