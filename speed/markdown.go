@@ -172,7 +172,8 @@ func oursPlans(m Method) string {
 	case 0:
 		return ""
 	case 1:
-		return ", ours at M ≤ 64 its planner's launch plan"
+		return ", ours its planners' launch plan"
 	}
-	return fmt.Sprintf(", ours at M ≤ 64 the fastest of its planner's first %d launch plans", m.SparseCandidates)
+	return fmt.Sprintf(", ours the fastest of its planners' first %d launch plans (the decode kernels' up to 64 tokens, "+
+		"the prefill kernel's above on sm_90a)", m.SparseCandidates)
 }

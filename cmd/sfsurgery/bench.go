@@ -42,9 +42,10 @@ func newBenchCmd() *cobra.Command {
 (its q/k/v/o/gate/up/down projections, unique (out, in) pairs) or of
 --shapes, at every token count M, through dense cuBLASLt (the fastest of
 its heuristic's first candidates), sfsurgery's own kernels on the stored
-packed + meta layout (at M ≤ 64 the fastest of the decode planner's
-first launch plans, each checked; above, on sm_90a, the wgmma.sp prefill
-kernel, elsewhere the tiled mma.sp one), and cuSPARSELt when the library is found
+packed + meta layout (the fastest of the planner's first launch plans,
+each checked: the decode kernels' at M ≤ 64, above them on sm_90a the
+wgmma.sp prefill kernel's tiles and splits of K, elsewhere the tiled
+mma.sp kernel), and cuSPARSELt when the library is found
 (plan and algorithm search once per shape and M). No weights are read:
 the weights and activations are random, pruned 2:4.
 
@@ -90,7 +91,7 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	fl.IntVar(&f.warmup, "warmup", speed.DefaultWarmup, "warm-up runs per row")
 	fl.IntVar(&f.candidates, "dense-candidates", 4, "cuBLASLt heuristic candidates timed per row")
 	fl.IntVar(&f.sparseCandidates, "sparse-candidates", 8,
-		"launch plans of sfsurgery's decode kernel timed per row (M ≤ 64), the planner's best guesses first; 1: its choice alone")
+		"launch plans of sfsurgery's kernels timed per row (the decode kernels up to 64 tokens, the prefill kernel above on sm_90a), the planner's best guesses first; 1: its choice alone")
 	fl.IntVar(&f.graphCalls, "graph-calls", speed.DefaultGraphCalls,
 		"most runs of a row captured into one CUDA graph and timed as one replay (runs under 1 ms); 1: time each run alone")
 	fl.IntVar(&f.gpu, "gpu", 0, "CUDA device ordinal")
