@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -263,9 +264,9 @@ func TestNLPReadsPrunedCheckpoint(t *testing.T) {
 type difference struct {
 	name   string
 	reason string
-	// oursRejects reports whether our error err is this difference, for
-	// a file nlpodyssey accepts.
-	oursRejects func(err *Error) bool
+	// oursRejects reports whether our error err on file is this
+	// difference, for a file nlpodyssey accepts.
+	oursRejects func(err *Error, file []byte) bool
 	// theirsRejects reports whether this difference explains why
 	// nlpodyssey rejects (or panics on) a file we parsed as h.
 	theirsRejects func(h *Header, err error) bool
@@ -275,21 +276,22 @@ type difference struct {
 // Every other disagreement fails FuzzDifferential.
 var differences = []difference{
 	{
-		name:        "duplicate-key",
-		reason:      "the specification forbids a key that repeats (in the header, an entry or __metadata__); nlpodyssey's encoding/json keeps the last",
-		oursRejects: func(e *Error) bool { return errors.Is(e, ErrDuplicateKey) },
+		name: "duplicate-key",
+		reason: "the specification forbids a key that repeats (in the header, an entry or __metadata__); nlpodyssey's encoding/json keeps the last, " +
+			"so an invalid entry that a later one of the same name replaces passes there, where ours stops at the first error in file order",
+		oursRejects: func(e *Error, file []byte) bool { return errors.Is(e, ErrDuplicateKey) || repeatsKey(file) },
 	},
 	{
 		name:   "invalid-text",
 		reason: "a header must be valid UTF-8 JSON; nlpodyssey's encoding/json turns invalid UTF-8 and escaped lone surrogates inside strings into U+FFFD",
-		oursRejects: func(e *Error) bool {
+		oursRejects: func(e *Error, _ []byte) bool {
 			return errors.Is(e, ErrInvalidHeader) && e.Detail == "invalid UTF-8 or lone surrogate escape"
 		},
 	},
 	{
 		name:   "null-object",
 		reason: "the header and __metadata__ must be JSON objects; nlpodyssey's encoding/json decodes null into a nil map, an empty header or no metadata",
-		oursRejects: func(e *Error) bool {
+		oursRejects: func(e *Error, _ []byte) bool {
 			return (e.Detail == "header must be an object, not null" && errors.Is(e, ErrInvalidHeader)) ||
 				(e.Detail == "__metadata__ must be an object, not null" && errors.Is(e, ErrInvalidMetadata))
 		},
@@ -298,7 +300,7 @@ var differences = []difference{
 		name: "beyond-int64",
 		reason: "shape elements and offsets are int64 here, as file offsets are; nlpodyssey takes any uint64, so a dimension " +
 			"above 2^63-1 passes there beside a zero one",
-		oursRejects: func(e *Error) bool {
+		oursRejects: func(e *Error, _ []byte) bool {
 			return errors.Is(e, ErrOverflow) && strings.Contains(e.Detail, "exceeds 2^63-1")
 		},
 	},
@@ -311,15 +313,65 @@ var differences = []difference{
 	},
 }
 
+// repeatsKey reports whether file's header (the JSON after its 8-byte
+// length) repeats a key in any object, by encoding/json's tokens; false
+// where it is not JSON that far.
+func repeatsKey(file []byte) bool {
+	if len(file) < headerBase {
+		return false
+	}
+	n := binary.LittleEndian.Uint64(file)
+	if n > uint64(len(file)-headerBase) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(file[headerBase : headerBase+int(n)]))
+	// keys holds the keys seen in each open object; nil for an array.
+	var keys []map[string]bool
+	expectKey := func() bool { return len(keys) > 0 && keys[len(keys)-1] != nil }
+	inKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				keys = append(keys, map[string]bool{})
+			case '[':
+				keys = append(keys, nil)
+			default:
+				keys = keys[:len(keys)-1]
+			}
+			inKey = expectKey()
+			if len(keys) == 0 {
+				return false
+			}
+			continue
+		case string:
+			if expectKey() && inKey {
+				if keys[len(keys)-1][v] {
+					return true
+				}
+				keys[len(keys)-1][v] = true
+				inKey = false
+				continue
+			}
+		}
+		inKey = expectKey()
+	}
+}
+
 // explainOursOnly returns the difference that makes us reject, with err,
 // a file nlpodyssey accepts, or nil.
-func explainOursOnly(err error) *difference {
+func explainOursOnly(err error, file []byte) *difference {
 	e, ok := errors.AsType[*Error](err)
 	if !ok {
 		return nil
 	}
 	for i, d := range differences {
-		if d.oursRejects != nil && d.oursRejects(e) {
+		if d.oursRejects != nil && d.oursRejects(e, file) {
 			return &differences[i]
 		}
 	}
@@ -389,7 +441,7 @@ func FuzzDifferential(f *testing.F) {
 				t.Fatalf("we accept a file nlpodyssey rejects (%v), and no listed difference explains it", terr)
 			}
 		case terr == nil || errors.Is(terr, errNLPPanic):
-			if explainOursOnly(oerr) == nil {
+			if explainOursOnly(oerr, file) == nil {
 				t.Fatalf("nlpodyssey accepts a file we reject (%v), and no listed difference explains it", oerr)
 			}
 		}
@@ -411,6 +463,8 @@ func TestDifferences(t *testing.T) {
 		{"duplicate-tensor", `{"a":` + u8 + `,"a":` + u8 + `}`, "x", "duplicate-key"},
 		{"duplicate-field", `{"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, "x", "duplicate-key"},
 		{"duplicate-metadata", `{"__metadata__":{"k":"v","k":"w"}}`, "", "duplicate-key"},
+		{"duplicate-after-invalid", `{"a":{"dtype":"U8","shape":[0],"data_offsets":[0,1]},"a":` + u8 + `}`, "x", "duplicate-key"},
+		{"agree-invalid-no-duplicate", `{"a":{"dtype":"U8","shape":[0],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[0],"data_offsets":[1,1]}}`, "x", "reject"},
 		{"invalid-utf8", "{\"__metadata__\":{\"k\":\"\xff\"}}", "", "invalid-text"},
 		{"lone-surrogate", `{"__metadata__":{"k":"\ud800"}}`, "", "invalid-text"},
 		{"null-header", `null`, "", "null-object"},
@@ -440,7 +494,7 @@ func TestDifferences(t *testing.T) {
 					got = d.name
 				}
 			default:
-				if d := explainOursOnly(oerr); d != nil {
+				if d := explainOursOnly(oerr, file); d != nil {
 					got = d.name
 				}
 			}
