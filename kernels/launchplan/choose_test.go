@@ -484,10 +484,37 @@ func TestPlanAgainstBench(t *testing.T) {
 // checkPlanAgainstBench is TestPlanAgainstBench for one file.
 func checkPlanAgainstBench(t *testing.T, path string) {
 	rows := loadBenchCandidates(t, path)
-	var judged, over2 int
-	var sum, worst float64
+	r := replayBench(t, rows, func(r benchRow) (fmt.Stringer, error) {
+		return Choose(r.m, r.n, r.k, warpgroupLimits(), Options{})
+	})
+	if r.judged < len(rows)*9/10 {
+		t.Fatalf("%d of %d rows judged: the planner's plans were not measured; measure again", r.judged, len(rows))
+	}
+	t.Logf("%d rows: Choose's plan %.2f%% behind the fastest on average, %.0f%% at worst, %d rows over 2%%",
+		r.judged, 100*r.mean, 100*r.worst, r.over2)
+	if r.mean > 0.005 || r.over2 > 10 || r.worst > 0.10 {
+		t.Errorf("Choose %.2f%% behind on average (want ≤ 0.5%%), %d rows over 2%% (want ≤ 10), %.0f%% at worst (want ≤ 10%%)",
+			100*r.mean, r.over2, 100*r.worst)
+	}
+}
+
+// benchReplay is how a planner's plans fared on the rows of a bench-candidates
+// file: the rows judged (its plan among those timed), how far behind the
+// fastest timed on average and at worst, and the rows more than 2% behind.
+type benchReplay struct {
+	judged, over2 int
+	mean, worst   float64
+}
+
+// replayBench replays rows against plan, the planner's plan of a row (its
+// String the name bench timed it under), logging the plans not timed and
+// those more than 2% behind.
+func replayBench(t *testing.T, rows []benchRow, plan func(benchRow) (fmt.Stringer, error)) benchReplay {
+	t.Helper()
+	var out benchReplay
+	var sum float64
 	for _, r := range rows {
-		p, err := Choose(r.m, r.n, r.k, warpgroupLimits(), Options{})
+		p, err := plan(r)
 		if err != nil {
 			t.Fatalf("%dx%d m = %d: %v", r.n, r.k, r.m, err)
 		}
@@ -496,25 +523,19 @@ func checkPlanAgainstBench(t *testing.T, path string) {
 			t.Logf("%dx%d m = %d: %v was not timed", r.n, r.k, r.m, p)
 			continue
 		}
-		judged++
+		out.judged++
 		slow := us/r.best - 1
 		sum += slow
-		worst = max(worst, slow)
+		out.worst = max(out.worst, slow)
 		if slow > 0.02 {
-			over2++
+			out.over2++
 			t.Logf("%dx%d m = %d: %v %.1f µs, the fastest %.1f (+%.0f%%)", r.n, r.k, r.m, p, us, r.best, 100*slow)
 		}
 	}
-	if judged < len(rows)*9/10 {
-		t.Fatalf("%d of %d rows judged: the planner's plans were not measured; measure again", judged, len(rows))
+	if out.judged > 0 {
+		out.mean = sum / float64(out.judged)
 	}
-	mean := sum / float64(judged)
-	t.Logf("%d rows: Choose's plan %.2f%% behind the fastest on average, %.0f%% at worst, %d rows over 2%%",
-		judged, 100*mean, 100*worst, over2)
-	if mean > 0.005 || over2 > 10 || worst > 0.10 {
-		t.Errorf("Choose %.2f%% behind on average (want ≤ 0.5%%), %d rows over 2%% (want ≤ 10), %.0f%% at worst (want ≤ 10%%)",
-			100*mean, over2, 100*worst)
-	}
+	return out
 }
 
 // TestChoose checks the decode kernel's launch plans, Choose's and

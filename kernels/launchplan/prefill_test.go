@@ -348,35 +348,17 @@ func TestPrefillWorkspace(t *testing.T) {
 // plan was among those timed; if a planner change leaves more than a
 // quarter of them unjudged, measure again.
 func TestPrefillAgainstBench(t *testing.T) {
-	const path = "testdata/prefill-candidates-h200.txt.gz"
-	rows := loadBenchCandidates(t, path)
+	rows := loadBenchCandidates(t, "testdata/prefill-candidates-h200.txt.gz")
 	h200 := KnownLimits()["h200"]
-	var judged int
-	var sum, worst float64
-	for _, r := range rows {
-		p, err := ChoosePrefill(checkpoint.BF16, r.m, r.n, r.k, h200)
-		if err != nil {
-			t.Fatalf("%dx%d m = %d: %v", r.n, r.k, r.m, err)
-		}
-		us, ok := r.us[p.String()]
-		if !ok || us <= 0 {
-			t.Logf("%dx%d m = %d: %v was not timed", r.n, r.k, r.m, p)
-			continue
-		}
-		judged++
-		slow := us/r.best - 1
-		sum += slow
-		worst = max(worst, slow)
-		if slow > 0.02 {
-			t.Logf("%dx%d m = %d: %v %.1f µs, the fastest %.1f (+%.0f%%)", r.n, r.k, r.m, p, us, r.best, 100*slow)
-		}
+	r := replayBench(t, rows, func(r benchRow) (fmt.Stringer, error) {
+		return ChoosePrefill(checkpoint.BF16, r.m, r.n, r.k, h200)
+	})
+	if r.judged == 0 || r.judged < len(rows)*3/4 {
+		t.Fatalf("%d of %d rows judged: the planner's plans were not measured; measure again", r.judged, len(rows))
 	}
-	if judged == 0 || judged < len(rows)*3/4 {
-		t.Fatalf("%d of %d rows judged: the planner's plans were not measured; measure again", judged, len(rows))
-	}
-	mean := sum / float64(judged)
-	t.Logf("%d of %d rows: ChoosePrefill's plan %.2f%% behind the fastest on average, %.0f%% at worst", judged, len(rows), 100*mean, 100*worst)
-	if mean > 0.01 || worst > 0.10 {
-		t.Errorf("ChoosePrefill %.2f%% behind on average (want ≤ 1%%), %.0f%% at worst (want ≤ 10%%)", 100*mean, 100*worst)
+	t.Logf("%d of %d rows: ChoosePrefill's plan %.2f%% behind the fastest on average, %.0f%% at worst",
+		r.judged, len(rows), 100*r.mean, 100*r.worst)
+	if r.mean > 0.01 || r.worst > 0.10 {
+		t.Errorf("ChoosePrefill %.2f%% behind on average (want ≤ 1%%), %.0f%% at worst (want ≤ 10%%)", 100*r.mean, 100*r.worst)
 	}
 }
