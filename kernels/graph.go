@@ -22,8 +22,9 @@ type Graph struct {
 // Capture records the work queue puts on d's stream (SparseMatmul,
 // DenseMatmul, copies) into a Graph instead of running it. queue must
 // only queue work: a call that waits for the device (Synchronize, or a
-// first call that must replace the decode kernel's workspace) fails the
-// capture, so run the same work once before capturing it. The error wraps
+// first call that must replace the split-K workspace of the decode or the
+// prefill kernel) fails the capture, so run the same work once before
+// capturing it. The error wraps
 // what queue returned or why the driver refused the capture.
 func (d *Device) Capture(queue func() error) (*Graph, error) {
 	if queue == nil {
