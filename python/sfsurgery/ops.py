@@ -104,18 +104,20 @@ def table(i: int) -> Table:
     return _TABLES[i]
 
 
-def _check_weight(op: str, packed: torch.Tensor, meta: torch.Tensor, device: torch.device) -> Tuple[int, int]:
-    """Checks packed and meta as one weight on device; returns (n, k)."""
+def _check_weight(op: str, packed: torch.Tensor, meta: torch.Tensor, ordinal: int) -> Tuple[int, int]:
+    """Checks packed and meta as one weight on CUDA device ordinal; returns
+    (n, k). Device checks compare ordinals (get_device), which costs less
+    per call than making torch.device objects."""
     if packed.dim() != 2 or packed.dtype not in (torch.bfloat16, torch.float16):
         raise CheckpointError(f"{op}: packed {packed.dtype} {tuple(packed.shape)}, want a 2-D bfloat16 or float16 tensor")
     n, k = packed.shape[0], 2 * packed.shape[1]
     if meta.dtype != torch.int16 or meta.numel() * 16 != n * k:
         raise CheckpointError(f"{op}: meta {meta.dtype} of {meta.numel()} values for a {n}x{k} weight, want int16 of {n * k // 16}")
-    if n % 32 or k % 64 or n == 0:
-        raise CheckpointError(f"{op}: a {n}x{k} weight; the kernels need n % 32 == 0 and k % 64 == 0")
+    if n % 32 or k % 64 or n == 0 or k == 0:
+        raise CheckpointError(f"{op}: a {n}x{k} weight; the kernels need n and k above 0, n % 32 == 0 and k % 64 == 0")
     for name, t in (("packed", packed), ("meta", meta)):
-        if t.device != device:
-            raise DeviceError(f"{op}: {name} on {t.device}, want {device}")
+        if not t.is_cuda or t.get_device() != ordinal:
+            raise DeviceError(f"{op}: {name} on {t.device}, want cuda:{ordinal}")
         if not t.is_contiguous():
             raise CheckpointError(f"{op}: {name} is not contiguous (a view of another tensor?)")
     return n, k
@@ -142,20 +144,22 @@ def _weight(table: int, ordinal: int, n: int, k: int, packed: int, meta: int, bi
     return w
 
 
-def _check_linear(packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor], table: int, device: torch.device,
+def _check_linear(packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor], table: int, ordinal: int,
                   dtype: torch.dtype) -> Tuple[int, int]:
     """Checks a weight and its bias as linear takes them for activations of
-    dtype on device, and that table is registered there; returns (n, k)."""
-    n, k = _check_weight("sfsurgery.linear", packed, meta, device)
+    dtype on CUDA device ordinal, and that table is registered there;
+    returns (n, k)."""
+    n, k = _check_weight("sfsurgery.linear", packed, meta, ordinal)
     if not 0 <= table < len(_TABLES):
         raise RecordError(f"sfsurgery.linear: no launch records {table} (SparseLinear.attach registers them)")
     t = _TABLES[table]
     if dtype != packed.dtype or dtype != _DTYPES[t.dtype]:
         raise RecordError(f"sfsurgery.linear: activations of {dtype}, weight of {packed.dtype}, launch records for {t.dtype}")
-    if bias is not None and (bias.dtype != dtype or tuple(bias.shape) != (n,) or bias.device != device or not bias.is_contiguous()):
-        raise RecordError(f"sfsurgery.linear: bias {bias.dtype} {tuple(bias.shape)} on {bias.device}, want contiguous {dtype} [{n}] on {device}")
-    if (table, device.index) not in _ON:
-        raise RecordError(f"sfsurgery.linear: launch records {table} are not registered on cuda:{device.index} (SparseLinear.attach there)")
+    if bias is not None and (bias.dtype != dtype or bias.dim() != 1 or bias.shape[0] != n or not bias.is_cuda
+                             or bias.get_device() != ordinal or not bias.is_contiguous()):
+        raise RecordError(f"sfsurgery.linear: bias {bias.dtype} {tuple(bias.shape)} on {bias.device}, want contiguous {dtype} [{n}] on cuda:{ordinal}")
+    if (table, ordinal) not in _ON:
+        raise RecordError(f"sfsurgery.linear: launch records {table} are not registered on cuda:{ordinal} (SparseLinear.attach there)")
     return n, k
 
 
@@ -166,26 +170,34 @@ def bind(packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor],
     mode)."""
     if packed.device.type != "cuda":
         raise DeviceError(f"sfsurgery.linear: packed on {packed.device}, want a CUDA device")
-    n, k = _check_linear(packed, meta, bias, table, packed.device, packed.dtype)
-    return _weight(table, packed.device.index, n, k, packed.data_ptr(), meta.data_ptr(), bias.data_ptr() if bias is not None else 0)
+    ordinal = packed.get_device()
+    n, k = _check_linear(packed, meta, bias, table, ordinal, packed.dtype)
+    return _weight(table, ordinal, n, k, packed.data_ptr(), meta.data_ptr(), bias.data_ptr() if bias is not None else 0)
 
 
 def _linear(x: torch.Tensor, packed: torch.Tensor, meta: torch.Tensor, bias: Optional[torch.Tensor], table: int) -> torch.Tensor:
-    """sfsurgery::linear on CUDA (and on the CPU, to refuse it in one line)."""
-    if x.device.type != "cuda":
+    """sfsurgery::linear on CUDA (and on the CPU, to refuse it in one line).
+    y is made in its final shape and x is used in place where it is
+    contiguous and 16-byte aligned (no views made on that path: each
+    costs the host about a microsecond a call)."""
+    if not x.is_cuda:
         raise DeviceError(f"sfsurgery.linear: activations on {x.device}, want a CUDA device")
-    n, k = _check_linear(packed, meta, bias, table, x.device, x.dtype)
-    if x.shape[-1] != k:
-        raise RecordError(f"sfsurgery.linear: activations of {x.shape[-1]} features for a {n}x{k} weight")
-    ordinal = x.device.index
-    x2 = _aligned(x.reshape(-1, k))
-    m = x2.shape[0]
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    ordinal = x.get_device()
+    n, k = _check_linear(packed, meta, bias, table, ordinal, x.dtype)
+    if x.dim() == 0 or x.shape[-1] != k:
+        raise RecordError(f"sfsurgery.linear: activations of {x.shape[-1] if x.dim() else 0} features for a {n}x{k} weight")
+    y = torch.empty(x.shape[:-1] + (n,), dtype=x.dtype, device=x.device)
+    m = x.numel() // k
     if m == 0:
-        return y.reshape(*x.shape[:-1], n)
+        return y
+    if x.is_contiguous() and x.data_ptr() % 16 == 0:
+        xp = x.data_ptr()
+    else:
+        x2 = _aligned(x.reshape(-1, k))  # kept until the launch is queued
+        xp = x2.data_ptr()
     w = _weight(table, ordinal, n, k, packed.data_ptr(), meta.data_ptr(), bias.data_ptr() if bias is not None else 0)
-    w.launcher(m)(y.data_ptr(), x2.data_ptr(), m, stream(ordinal))
-    return y.reshape(*x.shape[:-1], n)
+    w.launcher(m)(y.data_ptr(), xp, m, stream(ordinal))
+    return y
 
 
 def _linear_fake(x, packed, meta, bias, table):
@@ -212,7 +224,7 @@ def decode(packed: torch.Tensor, meta: torch.Tensor) -> torch.Tensor:
     """The dense pruned weight [n][k] from packed + meta, in packed's dtype."""
     if packed.device.type != "cuda":
         raise DeviceError(f"sfsurgery.decode: packed on {packed.device}, want a CUDA device")
-    n, k = _check_weight("sfsurgery.decode", packed, meta, packed.device)
+    n, k = _check_weight("sfsurgery.decode", packed, meta, packed.get_device())
     w = torch.empty((n, k), dtype=packed.dtype, device=packed.device)
     driver.kernels(packed.device.index).launch_decode(
         w.data_ptr(), packed.data_ptr(), meta.data_ptr(), n, k, torch.cuda.current_stream(packed.device).cuda_stream
