@@ -9,8 +9,9 @@ against dense, then a row per batch: decode tokens/s of each, the decode
 speedup, the projections' share of a dense decode step and their speedup,
 the Amdahl bound and the fraction of it reached, time to first token of
 each (the 2:4 model's through its prefill path, and through every other
-path the run timed, each with its ratio to dense) and the working memory
-generate added to the weights.
+path the run timed, each with its ratio to dense; an alternative that failed in the run has
+no column) and the working memory generate added to the weights ("—"
+where the result does not have it).
 """
 
 import argparse
@@ -61,10 +62,12 @@ def table(r: Dict, title: Optional[str] = None) -> str:
     head = (f"{title or r.get('label', '')} (weights: dense {r['dense_weight_bytes'] / GIB:.2f} GiB, "
             f"2:4 {r['sparse_weight_bytes'] / GIB:.2f} GiB; the projections "
             f"{r['sparse_projection_bytes'] / r['dense_projection_bytes']:.1%} of dense):")
-    alts = [(k, r[k]) for k in ALTERNATIVES if isinstance(r.get(k), dict) and "ttft_s" in r[k]]
-    own = PREFILL.get(r.get("sparse_prefill", "ours"), r.get("sparse_prefill", "ours"))
+    own = r.get("sparse_prefill")
+    # The alternatives timed beside the model's own prefill path, each once.
+    alts = [(k, r[k]) for k in ALTERNATIVES
+            if isinstance(r.get(k), dict) and "ttft_s" in r[k] and r[k].get("prefill", k) != own]
     cols = ["batch", "dense tok/s", "2:4 tok/s", "decode speedup", "projections share, speedup", "Amdahl bound",
-            "of the bound", "TTFT dense", f"TTFT 2:4 ({own})"]
+            "of the bound", "TTFT dense", f"TTFT 2:4 ({PREFILL.get(own, own)})" if own else "TTFT 2:4"]
     cols += [f"TTFT 2:4 ({PREFILL.get(alt.get('prefill', k), alt.get('prefill', k))})" for k, alt in alts]
     cols.append("working memory dense, 2:4")
     lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -79,7 +82,7 @@ def table(r: Dict, title: Optional[str] = None) -> str:
         for _, alt in alts:
             t = alt["ttft_s"].get(b)
             cells.append(f"{_ms(t)} ({d['ttft_s'] / t:.2f}x)" if t else "—")
-        cells.append(f"{d['work_bytes'] / GIB:.1f}, {s['work_bytes'] / GIB:.1f} GiB")
+        cells.append(f"{d['work_bytes'] / GIB:.1f}, {s['work_bytes'] / GIB:.1f} GiB" if "work_bytes" in d and "work_bytes" in s else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -100,10 +103,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = []
     for i, path in enumerate(a.results):
         try:
-            out.append(table(load(path), a.title[i] if i < len(a.title) else None))
-        except (ResultError, KeyError, TypeError, ZeroDivisionError) as e:
-            msg = str(e) if isinstance(e, ResultError) else f"{path}: malformed result ({type(e).__name__}: {e})"
-            print(f"serve_table.py: {msg}", file=sys.stderr)
+            r = load(path)
+        except ResultError as e:
+            print(f"serve_table.py: {e}", file=sys.stderr)
+            return 2
+        try:
+            out.append(table(r, a.title[i] if i < len(a.title) else None))
+        except (ResultError, KeyError, TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError) as e:
+            what = str(e) if isinstance(e, ResultError) else f"malformed result ({type(e).__name__}: {e})"
+            print(f"serve_table.py: {path}: {what}", file=sys.stderr)
             return 2
     sys.stdout.write("\n".join(out))
     return 0

@@ -163,7 +163,7 @@ class SparseLinear(nn.Module):
         contiguous activation of the weight's dtype on its device, 16-byte
         aligned; otherwise through torch.ops.sfsurgery.linear (module
         doc)."""
-        m = x.numel() // max(x.shape[-1], 1)
+        m = x.numel() // max(x.shape[-1], 1) if x.dim() else 0
         if self.table_id is not None and (0 < m <= self.max_tokens or m > DECODE_TOKENS and self.prefill == "ours"):
             # A forward autograd records runs the op, whose output carries
             # what autograd says of a backward through it.

@@ -177,7 +177,7 @@ class OpTest(unittest.TestCase):
 
     def test_refusals(self):
         from sfsurgery import SparseLinear, ops
-        from sfsurgery.errors import RecordError
+        from sfsurgery.errors import CheckpointError, DeviceError, RecordError
 
         table = plan([(4096, 4096)], "bf16")
         gen = torch.Generator(device="cuda").manual_seed(2)
@@ -188,6 +188,24 @@ class OpTest(unittest.TestCase):
             ops.linear(x.float(), packed, meta, None, tid)
         with self.assertRaisesRegex(RecordError, "activations of 2048 features"):
             ops.linear(x[:, :2048], packed, meta, None, tid)
+        with self.assertRaisesRegex(RecordError, "^sfsurgery.linear: activations of 0 features for a 4096x4096 weight$"):
+            ops.linear(x[0, 0], packed, meta, None, tid)
+        with self.assertRaisesRegex(CheckpointError, "^sfsurgery.linear: a 4096x0 weight; the kernels need n and k above 0"):
+            ops.linear(x[:, :0], packed[:, :0].contiguous(), meta[:0], None, tid)
+        # The op's shapes: no tokens, one 1-D token, leading dimensions,
+        # a strided x (copied) all give what the 2-D launch of as many
+        # tokens gives.
+        self.assertEqual(tuple(ops.linear(x[:0], packed, meta, None, tid).shape), (0, 4096))
+        self.assertEqual(tuple(ops.linear(x[:0].reshape(2, 0, 4096), packed, meta, None, tid).shape), (2, 0, 4096))
+        want = ops.linear(x, packed, meta, None, tid)
+        self.assertTrue(torch.equal(ops.linear(x[1], packed, meta, None, tid), ops.linear(x[1:2], packed, meta, None, tid)[0]))
+        self.assertTrue(torch.equal(ops.linear(x.reshape(2, 2, 4096), packed, meta, None, tid), want.reshape(2, 2, 4096)))
+        wide = torch.zeros((4, 8192), device="cuda", dtype=torch.bfloat16)
+        wide[:, :4096] = x
+        self.assertTrue(torch.equal(ops.linear(wide[:, :4096], packed, meta, None, tid), want))
+        if torch.cuda.device_count() > 1:
+            with self.assertRaisesRegex(DeviceError, "^sfsurgery.linear: packed on cuda:0, want cuda:1$"):
+                ops.linear(x.to("cuda:1"), packed, meta, None, tid)
         x65 = torch.zeros((65, 4096), device="cuda", dtype=torch.bfloat16)
         if HOPPER:  # the prefill kernel's records serve m = 65
             self.assertEqual(tuple(ops.linear(x65, packed, meta, None, tid).shape), (65, 4096))

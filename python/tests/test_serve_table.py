@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import tempfile
 import unittest
 
@@ -37,10 +38,15 @@ def measured(path_glob):
     return [p for p in sorted(glob.glob(path_glob)) if not p.endswith(("-reference.json", "-sequential.json"))]
 
 
+# A table's batch row: "| 8 | ...".
+BATCH_ROW = re.compile(r"^\| \d+ \|")
+
+
 class DocumentsTest(unittest.TestCase):
-    def test_every_row_is_in_its_document(self):
-        """Each committed serving document holds, verbatim, every table row
-        rendered from its results: the tables are the script's output."""
+    def test_documents_are_the_tables(self):
+        """The batch rows of each committed serving document are exactly
+        the rows the script renders from its results (none missing, none
+        extra), and each table's weights line is the script's."""
         docs = sorted(glob.glob(os.path.join(DOCS, "serve-h*.md")))
         self.assertTrue(docs, "no serving documents")
         for doc_path in docs:
@@ -50,11 +56,16 @@ class DocumentsTest(unittest.TestCase):
                 self.assertTrue(results, f"no results for {doc_path}")
                 with open(doc_path) as f:
                     doc = f.read()
-                for p in results:
-                    rows = [l for l in serve_table.table(serve_table.load(p)).splitlines() if l.startswith("|")]
-                    self.assertGreater(len(rows), 2)
-                    for line in rows:
-                        self.assertIn(line, doc, f"{os.path.basename(p)}")
+                flat = " ".join(doc.split())
+                rendered = []
+                for path in results:
+                    lines = serve_table.table(serve_table.load(path)).splitlines()
+                    rendered += [line for line in lines if BATCH_ROW.match(line)]
+                    weights = lines[0][lines[0].index("(weights:"):]
+                    self.assertIn(weights, flat, os.path.basename(path))
+                in_doc = [line for line in doc.splitlines() if BATCH_ROW.match(line)]
+                self.assertGreater(len(rendered), 0)
+                self.assertEqual(sorted(in_doc), sorted(rendered))
 
 
 class TableTest(unittest.TestCase):
@@ -94,6 +105,26 @@ class TableTest(unittest.TestCase):
         self.assertTrue(rows[0].endswith("| — | 0.2, 0.2 GiB |"), rows[0])
         self.assertIn("(2.00x) | 1.2, 1.3 GiB |", rows[1])
 
+    def test_prefill_paths(self):
+        """The model's own prefill path names its column (none named where
+        the result does not say), and an alternative that is the same
+        path gets no second column; a result without working memory
+        shows a dash there."""
+        r = copy.deepcopy(self.result)
+        del r["sparse_prefill"]
+        for b in r["sparse_rows"]:
+            del r["sparse_rows"][b]["work_bytes"]
+        code, out, _ = run(self.write(r))
+        self.assertEqual(code, 0)
+        self.assertIn("| TTFT dense | TTFT 2:4 | TTFT 2:4 (decode to dense) | working memory dense, 2:4 |", out)
+        self.assertIn("| 53.4 ms | 47.0 ms (1.14x) | 50.3 ms (1.06x) | — |", out)
+        r = copy.deepcopy(self.result)
+        r["sparse_prefill"] = "decode"
+        code, out, _ = run(self.write(r))
+        self.assertEqual(code, 0)
+        self.assertEqual(out.count("decode to dense"), 1, out)
+        self.assertIn("| TTFT dense | TTFT 2:4 (decode to dense) | working memory dense, 2:4 |", out)
+
     def test_bad_input(self):
         other = copy.deepcopy(self.result)
         del other["dense_rows"]["64"]
@@ -101,14 +132,20 @@ class TableTest(unittest.TestCase):
         no_summary_row["summary"] = no_summary_row["summary"][:1]
         broken = copy.deepcopy(self.result)
         del broken["sparse_rows"]["1"]["ttft_s"]
+        text = copy.deepcopy(self.result)
+        text["sparse_rows"]["1"]["decode_tok_s"] = "169.5"
+        listed = copy.deepcopy(self.result)
+        listed["decode_prefill"]["ttft_s"] = [0.05]
         cases = [
             ("not json", "{", "r.json: "),
             ("other schema", {"schema": "sfsurgery-op-host/1"}, "not a sfsurgery-serve/1 result"),
             ("a list", [1, 2], "not a sfsurgery-serve/1 result"),
             ("no summary", {k: v for k, v in self.result.items() if k != "summary"}, "no 'summary'"),
             ("batches differ", other, "batches ['1', '8', '32', '64'] of the 2:4 model, ['1', '8', '32'] of dense"),
-            ("no summary row", no_summary_row, "batch 8: no summary row"),
-            ("a row without a figure", broken, "malformed result (KeyError"),
+            ("no summary row", no_summary_row, "r.json: batch 8: no summary row"),
+            ("a row without a figure", broken, "r.json: malformed result (KeyError"),
+            ("a figure as text", text, "r.json: malformed result (ValueError"),
+            ("times as a list", listed, "r.json: malformed result (AttributeError"),
         ]
         for what, obj, want in cases:
             with self.subTest(what):
