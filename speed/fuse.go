@@ -18,7 +18,8 @@ const (
 	// and up into one gate_up matrix (their rows one after another, so N
 	// is the sum and K the shared input), as vLLM (QKVParallelLinear,
 	// MergedColumnParallelLinear) and TensorRT-LLM load them. Projections
-	// whose group is incomplete in a layer, or whose K differ, stay apart.
+	// whose group is incomplete in a layer, whose K differ, or whose
+	// stacked N would pass MaxDim, stay apart.
 	Fused
 )
 
@@ -62,7 +63,7 @@ func fuse(ps []projection) []projection {
 }
 
 // fuseModule fuses stack g within module mod of ps, if it is complete
-// there.
+// there and its stacked N is at most MaxDim.
 func fuseModule(ps []projection, mod string, g llama.Stack) []projection {
 	at := make([]int, len(g.Parts))
 	for i, op := range g.Parts {
@@ -83,6 +84,9 @@ func fuseModule(ps []projection, mod string, g llama.Stack) []projection {
 	stacked := projection{model: ps[at[0]].model, module: mod, op: g.Op, k: ps[at[0]].k}
 	for _, j := range at {
 		stacked.n += ps[j].n
+	}
+	if stacked.n > MaxDim {
+		return ps // a matrix no kernel takes: the parts stay apart
 	}
 	first := slices.Min(at)
 	out := make([]projection, 0, len(ps)-len(at)+1)

@@ -35,6 +35,12 @@ func TestFuse(t *testing.T) {
 		{"an op twice",
 			[]projection{p("a", "gate", 96, 32), p("a", "up", 96, 32), p("a", "up", 96, 32)},
 			[]projection{p("a", "gate", 96, 32), p("a", "up", 96, 32), p("a", "up", 96, 32)}},
+		{"stacked N past MaxDim",
+			[]projection{p("a", "q", MaxDim, 64), p("a", "k", MaxDim/2, 64), p("a", "v", MaxDim/2, 64), p("b", "gate", MaxDim, 64), p("b", "up", 64, 64)},
+			[]projection{p("a", "q", MaxDim, 64), p("a", "k", MaxDim/2, 64), p("a", "v", MaxDim/2, 64), p("b", "gate", MaxDim, 64), p("b", "up", 64, 64)}},
+		{"stacked N at MaxDim",
+			[]projection{p("a", "q", MaxDim/2, 64), p("a", "k", MaxDim/4, 64), p("a", "v", MaxDim/4, 64)},
+			[]projection{p("a", "qkv", MaxDim, 64)}},
 		{"empty", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
