@@ -21,8 +21,8 @@ import (
 // float32(b[n]) bit for bit; in the element type, those rounded to
 // nearest even bit for bit; nothing written past y (poisoned, so a
 // split-K sum never stored shows too); and with several splits the same
-// bits again on a second launch (the counters put back to zero, the sum
-// in a fixed order). Skips where the device has no prefill kernel.
+// bits again on a second launch (the cluster's sum in a fixed order).
+// Skips where the device has no prefill kernel.
 func TestGPUPrefillOutput(t *testing.T) {
 	d := openGPU(t)
 	if !d.hasPrefill() {

@@ -45,9 +45,8 @@ func (d *Device) prefillCandidates(op string, dt checkpoint.DType, m, n, k int) 
 // above launchplan.MaxTokens tokens on compute capability 9.0:
 // launchplan.PrefillCandidates' plan c.cand (0: ChoosePrefill's) or, for
 // tests, tile c.tile-1 of launchplan.PrefillTiles with K in c.splits
-// splits (0: one). A plan of several splits grows the Device's split-K
-// workspace to what it needs first. It runs with the context current and
-// the mutex held.
+// splits (0: one), a split plan in clusters of its splits. It runs with
+// the context current and the mutex held.
 func (d *Device) launchPrefill(op string, ops SparseOperands, c sparseChoice) error {
 	p, err := d.prefillPlan(op, ops, c)
 	if err != nil {
@@ -63,13 +62,6 @@ func (d *Device) launchPrefill(op string, ops SparseOperands, c sparseChoice) er
 			return fmt.Errorf("%s: the %s tensor map of %s: %w", op, [...]string{"x", "packed", "meta"}[i], p.Entry, err)
 		}
 	}
-	var work uint64
-	if p.Splits > 1 {
-		if err := d.growWorkspace(p.Workspace.Counters, p.Workspace.Partials); err != nil {
-			return fmt.Errorf("%s: allocating the split-K workspace: %w", op, err)
-		}
-		work = uint64(d.dec.work.ptr())
-	}
 	var bias uint64
 	if ops.Bias != nil {
 		bias = uint64(ops.Bias.ptr)
@@ -82,10 +74,13 @@ func (d *Device) launchPrefill(op string, ops SparseOperands, c sparseChoice) er
 		Grid: cuda.Dim3{uint32(p.Grid), 1, 1}, Block: cuda.Dim3{uint32(p.Block), 1, 1},
 		SharedBytes: p.SharedBytes, Stream: d.stream,
 	}
+	if c := p.Cluster(); c > 0 {
+		cfg.Cluster = cuda.Dim3{uint32(c), 1, 1}
+	}
 	return d.drv.LaunchArgs(p.Entry, fn, cfg, cuda.Word(uint64(ops.Y.ptr)),
 		cuda.TensorArg(&tm[0]), cuda.TensorArg(&tm[1]), cuda.TensorArg(&tm[2]),
 		cuda.Word(cuda.Int32(ops.M)), cuda.Word(cuda.Int32(ops.N)), cuda.Word(cuda.Int32(ops.K)),
-		cuda.Word(bias), cuda.Word(cuda.Int32(out)), cuda.Word(work), cuda.Word(cuda.Int32(p.Splits)))
+		cuda.Word(bias), cuda.Word(cuda.Int32(out)), cuda.Word(cuda.Int32(p.Splits)))
 }
 
 // prefillPlan is the plan launchPrefill runs for c.

@@ -18,7 +18,9 @@ type PrefillTile struct {
 	// PrefillCandidates weighs each unit's stages by. Fitted, with the
 	// cost model's other constants, to every plan `sfsurgery bench` timed
 	// on an H200 from 128 to 4096 tokens on the Llama-3 projections and
-	// their stacks (TestPrefillAgainstBench replays them).
+	// their stacks (TestPrefillAgainstBench replays them); SplitStageUS
+	// was fitted with the split-K sum through an L2 workspace, before the
+	// cluster sum, and is not measured for it yet.
 	StageUS, SplitStageUS float64
 }
 
@@ -81,13 +83,14 @@ func PrefillEntryPoints() []string {
 	return out
 }
 
-// Prefill is one launch of the prefill kernel: Entry on a persistent grid
-// of Grid CTAs (at most one per SM) of Block threads with SharedBytes of
-// dynamic shared memory, K split Splits ways. Its parameters are y, the
-// tensor maps of x, packed and meta (by value), m, n, k, the bias (or
-// null), the output type (0 float32, 1 the element type), the split-K
-// workspace's partial sums (null for one split) and Splits; the maps are
-// those of spmm_wg.cuh's TensorMap, with the tile's boxes.
+// Prefill is one launch of the prefill kernel: Entry on a grid of Grid
+// CTAs of Block threads with SharedBytes of dynamic shared memory, K split
+// Splits ways. Unsplit, the grid is persistent (at most one CTA per SM);
+// split, it is every unit, in clusters of Splits CTAs along x. Its
+// parameters are y, the tensor maps of x, packed and meta (by value), m,
+// n, k, the bias (or null), the output type (0 float32, 1 the element
+// type) and Splits; the maps are those of spmm_wg.cuh's TensorMap, with
+// the tile's boxes.
 type Prefill struct {
 	Tile        PrefillTile
 	Splits      int // K in this many splits, each a unit of work (1: none)
@@ -95,9 +98,15 @@ type Prefill struct {
 	Grid        int
 	Block       int
 	SharedBytes int
-	// Workspace is what a launch of Splits > 1 at these m and n needs
-	// (PrefillWorkspace); zero for one split.
-	Workspace Workspace
+}
+
+// Cluster is the launch's cluster size along x: Splits for a split
+// launch, 0 (no clusters) for one split.
+func (p Prefill) Cluster() int {
+	if p.Splits > 1 {
+		return p.Splits
+	}
+	return 0
 }
 
 // MaxPrefillSplits bounds the splits of K the planner considers and an
@@ -110,13 +119,14 @@ const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
 	prefillUnitUS = 1.88
-	// prefillSplitUS is what splitting K adds once: the partial sums'
-	// stores, the tickets, and the SMs whose units are done waiting for
-	// the last warps' sums.
-	prefillSplitUS = 3.96
-	// prefillRoundUS is a round of the last warp's sum (eight 16-byte L2
-	// loads a lane): Tokens/32 rounds a split.
-	prefillRoundUS = 0.477
+	// prefillSplitUS is what splitting K adds once: the sums' stores to
+	// shared memory and the two cluster barriers. An estimate, not yet
+	// fitted to a measurement of the cluster sum.
+	prefillSplitUS = 1.2
+	// prefillRoundUS is a round of a CTA's share of the sum (one 16-byte
+	// load a lane from each CTA of the cluster): Tokens/(4·splits) rounds.
+	// An estimate, as prefillSplitUS.
+	prefillRoundUS = 0.25
 )
 
 // prefillSplitStages is spmm_wg.cuh's Splits: the stages of the first
@@ -130,8 +140,8 @@ func prefillSplitStages(k, splits int) (int, bool) {
 
 // prefillCost is the model's time, in µs, of tile t with k in splits
 // splits for an m × n × k product on sms SMs: the waves of units times a
-// unit's stages and fixed time, plus, for several splits, the split-K
-// sum's.
+// unit's stages and fixed time, plus, for several splits, the cluster's
+// sum.
 func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
 	per, _ := prefillSplitStages(k, splits)
 	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
@@ -141,7 +151,7 @@ func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
 	}
 	cost := float64(ceilDiv(units, sms)) * (float64(per)*stage + prefillUnitUS)
 	if splits > 1 {
-		cost += prefillSplitUS + prefillRoundUS*float64(splits*t.Tokens)/32
+		cost += prefillSplitUS + prefillRoundUS*float64(ceilDiv(t.Tokens, 4*splits))
 	}
 	return cost
 }
@@ -149,17 +159,6 @@ func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
 // String names p as kernels.Device.SparseCandidates lists it: "prefill",
 // the tile and the splits of K, e.g. "prefill r128 t64 s4".
 func (p Prefill) String() string { return fmt.Sprintf("prefill %s s%d", p.Tile, p.Splits) }
-
-// PrefillWorkspace is the split-K workspace of tile t with splits splits
-// at m × n: a counter per warp of every tile (Rows/32 a tile) and Rows ×
-// Tokens partial sums per unit; none for one split.
-func PrefillWorkspace(t PrefillTile, splits, m, n int) Workspace {
-	if splits <= 1 {
-		return Workspace{}
-	}
-	tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
-	return Workspace{Counters: tiles * t.Rows / 32, Partials: int64(tiles) * int64(splits) * int64(t.Rows*t.Tokens)}
-}
 
 // ChoosePrefill plans the prefill kernel for an m × n × k product of
 // element type dt on a device with lim (lim.Warpgroup set): the first of
@@ -176,8 +175,7 @@ func ChoosePrefill(dt checkpoint.DType, m, n, k int, lim Limits) (Prefill, error
 // an m × n × k product, least estimated time first: every tile that fits
 // lim's shared memory, unsplit and, where its tiles leave SMs idle, with
 // K in up to MaxPrefillSplits splits that all have work and fill at most
-// one wave (so the split-K workspace never exceeds a wave's tiles),
-// timed by the cost model (prefillCost: waves of units, their stages,
+// one wave, timed by the cost model (prefillCost: waves of units, their stages,
 // and the split-K sum); ties go to the larger tile, then the fewer
 // splits.
 func PrefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit int) ([]Prefill, error) {
@@ -231,8 +229,12 @@ func prefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit, maxS
 // n product.
 func prefillWith(t PrefillTile, splits int, ty string, m, n int, lim Limits) Prefill {
 	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
-	return Prefill{Tile: t, Splits: splits, Entry: t.Entry(ty, splits), Grid: min(units, lim.SMs), Block: t.Threads(),
-		SharedBytes: t.SharedBytes(), Workspace: PrefillWorkspace(t, splits, m, n)}
+	grid := min(units, lim.SMs)
+	if splits > 1 {
+		grid = units
+	}
+	return Prefill{Tile: t, Splits: splits, Entry: t.Entry(ty, splits), Grid: grid, Block: t.Threads(),
+		SharedBytes: t.SharedBytes()}
 }
 
 // WithTile returns the launch of the same m × n × k product with tile t
@@ -259,12 +261,10 @@ func (p Prefill) WithTile(t PrefillTile, splits int, dt checkpoint.DType, m, n, 
 // (uint16 [m][k], box 64 × Tokens, 128-byte swizzle), packed (uint16
 // [n][k/2], box 32 × Rows, 64-byte swizzle) and meta (uint32 [k/32][n],
 // box Rows × 2, no swizzle), each by value, then m, n, k, the bias (or
-// null), the output type (0 float32, 1 the element type), the split-K
-// workspace's partial sums (null for one split) and Splits. With Splits >
-// 1 the grid is min(ceil(m/Tokens)·ceil(n/Rows)·Splits, SMs) and the
-// workspace holds PrefillWorkspace(To)'s zeroed counters below the
-// pointer and its partial sums from it. The last record of a shape has
-// one split and serves every m above its To too: correct for any m, and
+// null), the output type (0 float32, 1 the element type) and Splits.
+// With Splits > 1 (the _splitk entry points) the grid is every unit,
+// ceil(m/Tokens)·ceil(n/Rows)·Splits CTAs, in clusters of (Splits, 1, 1).
+// The last record of a shape has one split and serves every m above its To too: correct for any m, and
 // ChoosePrefill's own choice there on the Llama-family shapes
 // (TestPrefillRecords).
 type PrefillRecord struct {

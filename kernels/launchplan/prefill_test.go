@@ -106,8 +106,8 @@ func TestChoosePrefillRefuses(t *testing.T) {
 
 // TestPrefillEntryPointsInPTX holds every prefill entry point to the
 // sm_90a PTX: present, with y, three 128-byte tensor maps (64-byte
-// aligned), m, n, k, the bias, the output type, the workspace and the
-// splits, in that order.
+// aligned), m, n, k, the bias, the output type and the splits, in that
+// order.
 func TestPrefillEntryPointsInPTX(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "ptx", filepath.Base(ModuleSM90a)))
 	if err != nil {
@@ -125,7 +125,7 @@ func TestPrefillEntryPointsInPTX(t *testing.T) {
 			params[m[1]] = append(params[m[1]], kind)
 		}
 	}
-	want := []string{".u64", "map", "map", "map", ".u32", ".u32", ".u32", ".u64", ".u32", ".u64", ".u32"}
+	want := []string{".u64", "map", "map", "map", ".u32", ".u32", ".u32", ".u64", ".u32", ".u32"}
 	for _, e := range PrefillEntryPoints() {
 		got, ok := params[e]
 		if !ok {
@@ -269,7 +269,7 @@ func TestPrefillSplitStages(t *testing.T) {
 
 // TestPrefillCandidates: each candidate is a launch the kernel can run
 // (splits that all work and fill at most one wave, the grid and
-// workspace of its tile and splits), the list is in the cost model's
+// clusters of its tile and splits), the list is in the cost model's
 // order and starts with ChoosePrefill's plan, the narrow shapes split K
 // at a few hundred tokens and no shape splits from 16384.
 func TestPrefillCandidates(t *testing.T) {
@@ -299,7 +299,9 @@ func TestPrefillCandidates(t *testing.T) {
 					t.Errorf("%s: splits that leave one without work", what)
 				case p.Splits > 1 && tiles*p.Splits > h200.SMs:
 					t.Errorf("%s: %d units on %d SMs", what, tiles*p.Splits, h200.SMs)
-				case p.Grid != min(tiles*p.Splits, h200.SMs) || p.Entry != p.Tile.Entry("bf16", p.Splits) || p.Workspace != PrefillWorkspace(p.Tile, p.Splits, m, s.n):
+				case p.Splits == 1 && (p.Grid != min(tiles, h200.SMs) || p.Cluster() != 0),
+					p.Splits > 1 && (p.Grid != tiles*p.Splits || p.Cluster() != p.Splits),
+					p.Entry != p.Tile.Entry("bf16", p.Splits):
 					t.Errorf("%s: launch %+v", what, p)
 				case i > 0 && prefillCost(ps[i-1].Tile, ps[i-1].Splits, m, s.n, s.k, h200.SMs) > prefillCost(p.Tile, p.Splits, m, s.n, s.k, h200.SMs):
 					t.Errorf("%s: cheaper than the candidate before it", what)
@@ -311,29 +313,6 @@ func TestPrefillCandidates(t *testing.T) {
 			if slices.Contains(s.split, m) && first.Splits == 1 {
 				t.Errorf("%dx%d m=%d: %s leaves %d of %d SMs idle unsplit", s.n, s.k, m, first, h200.SMs-first.Grid, h200.SMs)
 			}
-		}
-	}
-}
-
-// TestPrefillWorkspace holds PrefillWorkspace to values worked out by
-// hand: a u32 counter per warp of every tile, Rows × Tokens f32 partial
-// sums per unit, none unsplit.
-func TestPrefillWorkspace(t *testing.T) {
-	tiles := PrefillTiles()
-	for _, c := range []struct {
-		tile      PrefillTile
-		splits    int
-		m, n      int
-		want      Workspace
-		wantBytes int64
-	}{
-		{tiles[3], 4, 256, 1024, Workspace{Counters: 4 * 8 * 4, Partials: 4 * 8 * 4 * 128 * 64}, 4 * (128 + 1048576)},
-		{tiles[0], 2, 200, 300, Workspace{Counters: 2 * 2 * 8, Partials: 2 * 2 * 2 * 256 * 192}, 4 * (32 + 393216)},
-		{tiles[1], 1, 256, 1024, Workspace{}, 0},
-	} {
-		got := PrefillWorkspace(c.tile, c.splits, c.m, c.n)
-		if got != c.want || got.Bytes() != c.wantBytes {
-			t.Errorf("%s, %d splits, m %d, n %d: %+v (%d bytes), want %+v (%d)", c.tile, c.splits, c.m, c.n, got, got.Bytes(), c.want, c.wantBytes)
 		}
 	}
 }

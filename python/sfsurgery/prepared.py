@@ -12,9 +12,8 @@ made at the first call with m tokens and kept:
 - `PrefillLauncher` (the prefill kernel, one per record: a range of m):
   the packed and meta tensor maps encoded once, the x map encoded again
   only when x's address or m changed since the last call (one
-  `cuTensorMapEncodeTiled` at most), the grid computed when m changes; a
-  record that splits k takes the table's workspace (sized at
-  registration for the record's last m, past which it refuses m).
+  `cuTensorMapEncodeTiled` at most), the grid computed when m changes
+  (every unit, in clusters of its splits, for a record that splits k).
 
 A launch does not touch the context: where the driver answers that the
 thread has none current, or another device's (driver.CONTEXT_ERRORS), it
@@ -133,12 +132,12 @@ class PrefillLauncher:
         d.tensor_map(self._mmap, consts["meta"], k // 32)
         self._y = ctypes.c_void_p(0)
         self._m = ctypes.c_int(0)
-        work = consts["workspace"] if rec.splits > 1 else 0
         self._slots = [ctypes.c_int(n), ctypes.c_int(k), ctypes.c_void_p(consts["bias"]), ctypes.c_int(1),
-                       ctypes.c_void_p(work), ctypes.c_int(rec.splits)]
+                       ctypes.c_int(rec.splits)]
         addrs = [ctypes.addressof(self._y), self._xmap.address, self._pmap.address, self._mmap.address, ctypes.addressof(self._m)]
-        self._params = (ctypes.c_void_p * 11)(*addrs, *[ctypes.addressof(s) for s in self._slots])
-        self._cfg, self._attrs = driver.config((1, 1, 1), (rec.block, 1, 1), rec.shared_bytes)
+        self._params = (ctypes.c_void_p * 10)(*addrs, *[ctypes.addressof(s) for s in self._slots])
+        cluster = (rec.splits, 1, 1) if rec.splits > 1 else (0, 0, 0)
+        self._cfg, self._attrs = driver.config((1, 1, 1), (rec.block, 1, 1), rec.shared_bytes, cluster)
         self._cfg_ptr = ctypes.pointer(self._cfg)
         self._fn = ctypes.c_void_p(kernels.function(rec.module, rec.entry))
         self._sms = kernels.sms
@@ -150,12 +149,10 @@ class PrefillLauncher:
         addresses) of m tokens on stream."""
         with self._lock:
             if m != self._m.value:
-                if self.rec.splits > 1 and m > self.rec.last:
-                    # The workspace is sized for the range's last m.
-                    raise RecordError(f"{self.rec.entry}: {m} tokens past its split record's {self.rec.last}")
                 self._x = None
                 self._m.value = m
-                self._cfg.grid[0] = min(self.rec.units(m, self._n), self._sms)
+                units = self.rec.units(m, self._n)
+                self._cfg.grid[0] = units if self.rec.splits > 1 else min(units, self._sms)
             if x != self._x:
                 self._x = None
                 self._driver.tensor_map(self._xmap, x, m)
