@@ -12,7 +12,7 @@ import (
 
 // TestGPUPrefillOutput checks the prefill kernel (sm_90a) against the
 // tiled mma.sp kernel, the reference of the same operands, on every tile
-// (each forced with K in 1, 2 and 3 splits where each has work, and the
+// (each forced with K in 1, 2, 3, 4 and 8 splits where each has work, and the
 // planner's own plan), BF16 and F16, token counts that are not multiples
 // of any tile (65, 100, 300) and shapes with row blocks past n (n = 96,
 // 288) and an odd count of 64-column stages (k = 320, 1600; with 3
@@ -73,7 +73,7 @@ func TestGPUPrefillOutput(t *testing.T) {
 			t.Errorf("tile %s never ran", tile)
 		}
 	}
-	for _, s := range []string{"s1", "s2", "s3"} {
+	for _, s := range []string{"s1", "s2", "s3", "s4", "s8"} {
 		if !ran[s] {
 			t.Errorf("no plan with %s ran", s)
 		}
@@ -82,11 +82,12 @@ func TestGPUPrefillOutput(t *testing.T) {
 
 // prefillChoices returns the prefill plans TestGPUPrefillOutput runs for
 // an m × n × k product: the planner's, then every tile that fits with K
-// in 1, 2 and 3 splits where each split has work.
+// in 1, 2, 3, 4 and 8 splits (the largest cluster) where each split has
+// work.
 func prefillChoices(d *Device, dt checkpoint.DType, m, n, k int) []sparseChoice {
 	out := []sparseChoice{{kernel: sparsePrefill}}
 	for i := range launchplan.PrefillTiles() {
-		for splits := 1; splits <= 3; splits++ {
+		for _, splits := range []int{1, 2, 3, 4, 8} {
 			c := sparseChoice{kernel: sparsePrefill, tile: i + 1, splits: splits}
 			if _, err := d.prefillPlan("test", SparseOperands{DType: dt, M: m, N: n, K: k}, c); err == nil {
 				out = append(out, c)

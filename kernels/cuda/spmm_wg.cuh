@@ -6,12 +6,13 @@
 //
 // Work split. The output is cut into tiles of R = 128·NWG weight rows by BN
 // tokens, and K into S splits (Splits); a unit of work is one split of
-// one tile. A persistent grid of at most one CTA per SM takes units
+// one tile. Unsplit, a persistent grid of at most one CTA per SM takes units
 // blockIdx.x, blockIdx.x + gridDim.x, … : the S splits of a tile one
 // after the other, the tiles in Tiles' order (groups of kGroup row
 // tiles, each swept token tile by token tile), so that the CTAs running
-// at once share their weights and activations in L2. K goes in stages of
-// 64 columns (two k-tiles of 32).
+// at once share their weights and activations in L2; split, the grid is
+// every unit, one each (Split K below). K goes in stages of 64 columns
+// (two k-tiles of 32).
 //
 // Roles. The CTA is NWG consumer warpgroups and one producer warpgroup
 // (the last), of which one thread works: for each stage it waits for its
@@ -429,6 +430,7 @@ __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2
       }
     }
   }
+  __syncwarp();               // the warp converged for the aligned barrier
   cluster_arrive_release();  // the CTA's sums stay until every CTA has read them
   cluster_wait_acquire();
 }
@@ -494,6 +496,19 @@ template <typename T, int NWG, int BN, bool kSplit>
 __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, const TensorMap& tp, const TensorMap& tu,
                                        int M, int N, int K, int splits) {
   const int nsplit = kSplit ? min(max(splits, 1), kMaxSplits) : 1;
+  if (kSplit) {
+    // A launch off the contract (clusters other than the splits, or a grid
+    // other than the units) would read other CTAs' shared memory wrongly:
+    // stop it instead.
+    uint32_t nranks, rank;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(nranks));
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    const Tiles tl(M, N, BN, Shape<NWG, BN>::kRows);
+    if (nranks != static_cast<uint32_t>(nsplit) || rank != blockIdx.x % nsplit ||
+        gridDim.x != static_cast<unsigned>(tl.count * nsplit)) {
+      asm volatile("trap;\n");
+    }
+  }
   using S = Shape<NWG, BN>;
   constexpr int ST = S::kStages;
   extern __shared__ uint4 smem4[];

@@ -119,14 +119,12 @@ const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
 	prefillUnitUS = 1.88
-	// prefillSplitUS is what splitting K adds once: the sums' stores to
-	// shared memory and the two cluster barriers. An estimate, not yet
-	// fitted to a measurement of the cluster sum.
-	prefillSplitUS = 1.2
-	// prefillRoundUS is a round of a CTA's share of the sum (one 16-byte
-	// load a lane from each CTA of the cluster): Tokens/(4·splits) rounds.
-	// An estimate, as prefillSplitUS.
-	prefillRoundUS = 0.25
+	// prefillSplitUS and prefillRoundUS are what splitting K adds: once,
+	// and per Tokens/32 rounds a split. Fitted to the split-K sum through
+	// an L2 workspace, which the cluster sum replaces; an upper bound
+	// until the cluster sum is measured.
+	prefillSplitUS = 3.96
+	prefillRoundUS = 0.477
 )
 
 // prefillSplitStages is spmm_wg.cuh's Splits: the stages of the first
@@ -151,7 +149,7 @@ func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
 	}
 	cost := float64(ceilDiv(units, sms)) * (float64(per)*stage + prefillUnitUS)
 	if splits > 1 {
-		cost += prefillSplitUS + prefillRoundUS*float64(ceilDiv(t.Tokens, 4*splits))
+		cost += prefillSplitUS + prefillRoundUS*float64(splits*t.Tokens)/32
 	}
 	return cost
 }
