@@ -420,6 +420,35 @@ class PrefillLauncherTest(unittest.TestCase):
             self.assertEqual(got["grid"], (units, 1, 1), m)
             self.assertEqual(got["attrs"], [(driver._LAUNCH_CLUSTER, (3, 1, 1))], m)
 
+    def test_split_clusters_refused(self):
+        """Where the driver refuses split K's clusters, the launcher runs the
+        same tile with one split (the plain entry point, a persistent grid,
+        no clusters), then and on later calls; other errors still raise."""
+        ranges = self.t.prefill[(self.n, self.k)]
+        first = dataclasses.replace(ranges[0], last=200, splits=4, entry=ranges[0].entry + "_splitk")
+        self.t.prefill[(self.n, self.k)] = (first, dataclasses.replace(ranges[0], first=201)) + ranges[1:]
+        w = prepared.Weight(self.kern, self.t, self.n, self.k, PACKED, META, BIAS, WORKSPACE)
+        d = self.kern.driver
+        for code in sorted(driver.CLUSTER_REFUSED):
+            with self.subTest(code=code):
+                lr = prepared.PrefillLauncher(self.kern, first, self.n, self.k, w._consts)
+                d.launches.clear()
+                d.codes = [code]
+                lr(0xA000, 0xB000, 150, 5)
+                tiles = -(-150 // first.tokens) * -(-self.n // first.rows)
+                refused, ran = d.launches
+                self.assertEqual((refused["grid"], refused["attrs"]), ((4 * tiles, 1, 1), [(driver._LAUNCH_CLUSTER, (4, 1, 1))]))
+                self.assertEqual(ran["fn"], self.kern.fns[(first.module, ranges[0].entry)])
+                self.assertEqual((ran["grid"], ran["attrs"], ran["stream"], self.params(ran)[-1]), ((min(tiles, 132), 1, 1), [], 5, 1))
+                self.assertEqual(self.params(ran)[:4], self.params(refused)[:4])
+                lr(0xA000, 0xB000, 200, 0)
+                later = d.launches[-1]
+                self.assertEqual((later["fn"], later["attrs"], self.params(later)[-1]), (ran["fn"], [], 1))
+        lr = prepared.PrefillLauncher(self.kern, first, self.n, self.k, w._consts)
+        d.codes = [999]
+        with self.assertRaisesRegex(DeviceError, r"^cuLaunchKernelEx\(spmm_wg_bf16_r128_t64_splitk\): CUresult 999$"):
+            lr(0xA000, 0xB000, 150, 0)
+
     def test_grid_per_m(self):
         rec = self.t.lookup_prefill(self.n, self.k, 65)
         lr = self.w.launcher(65)
