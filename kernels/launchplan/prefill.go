@@ -127,6 +127,25 @@ const (
 	prefillRoundUS = 0.477
 )
 
+// PrefillClusterCTAs is the most CTAs of the prefill kernel (one a SM:
+// every tile's ring takes over half an SM's shared memory) that run at
+// once in clusters of splits CTAs on sms SMs: a cluster runs on one GPC,
+// so clusters of 3 or more leave the SMs of partial GPCs idle. Measured
+// on an H100 by tools/probes/cluster_occupancy.cu at 150–200 KB a CTA:
+// 132 CTAs alone, 66 clusters of 2, 30 of 4 and 15 of 8, no cluster of 4
+// or more on 12 of the 132 SMs; the rule takes the same 1/11 of the SMs
+// away from clusters of 3 or more (TestPrefillClusterCTAs).
+func PrefillClusterCTAs(sms, splits int) int {
+	if splits <= 1 {
+		return sms
+	}
+	usable := sms
+	if splits >= 3 {
+		usable = sms - sms/11
+	}
+	return usable / splits * splits
+}
+
 // prefillSplitStages is spmm_wg.cuh's Splits: the stages of the first
 // (longest) of splits splits of k's k/64 stages (even: a stage past k
 // pads an odd count), and whether every split has work.
@@ -147,7 +166,7 @@ func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
 	if splits > 1 {
 		stage = t.SplitStageUS
 	}
-	cost := float64(ceilDiv(units, sms)) * (float64(per)*stage + prefillUnitUS)
+	cost := float64(ceilDiv(units, PrefillClusterCTAs(sms, splits))) * (float64(per)*stage + prefillUnitUS)
 	if splits > 1 {
 		cost += prefillSplitUS + prefillRoundUS*float64(splits*t.Tokens)/32
 	}
@@ -172,8 +191,8 @@ func ChoosePrefill(dt checkpoint.DType, m, n, k int, lim Limits) (Prefill, error
 // PrefillCandidates returns up to limit launches of the prefill kernel for
 // an m × n × k product, least estimated time first: every tile that fits
 // lim's shared memory, unsplit and, where its tiles leave SMs idle, with
-// K in up to MaxPrefillSplits splits that all have work and fill at most
-// one wave, timed by the cost model (prefillCost: waves of units, their stages,
+// K in up to MaxPrefillSplits splits that all have work and whose
+// clusters fill at most one wave (PrefillClusterCTAs), timed by the cost model (prefillCost: waves of units, their stages,
 // and the split-K sum); ties go to the larger tile, then the fewer
 // splits.
 func PrefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit int) ([]Prefill, error) {
@@ -206,7 +225,7 @@ func prefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit, maxS
 		}
 		tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
 		for s := 1; s <= maxSplits; s++ {
-			if _, ok := prefillSplitStages(k, s); !ok || s > 1 && tiles*s > lim.SMs {
+			if _, ok := prefillSplitStages(k, s); !ok || s > 1 && tiles*s > PrefillClusterCTAs(lim.SMs, s) {
 				break
 			}
 			all = append(all, scored{prefillWith(t, s, ty, m, n, lim), prefillCost(t, s, m, n, k, lim.SMs)})

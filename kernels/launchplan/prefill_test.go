@@ -267,6 +267,25 @@ func TestPrefillSplitStages(t *testing.T) {
 	}
 }
 
+// TestPrefillClusterCTAs holds PrefillClusterCTAs to what
+// cluster_occupancy.cu measured on an H100 (132 SMs, one CTA a SM): 132
+// CTAs alone, 66 clusters of 2, 30 of 4, 15 of 8; and to whole clusters
+// on any SM count.
+func TestPrefillClusterCTAs(t *testing.T) {
+	for _, c := range []struct{ sms, splits, want int }{
+		{132, 1, 132}, {132, 2, 132}, {132, 4, 120}, {132, 8, 120}, {132, 3, 120}, {132, 5, 120}, {132, 6, 120}, {132, 7, 119},
+		{108, 2, 108}, {108, 4, 96}, {8, 8, 8}, {8, 3, 6}, {1, 2, 0},
+	} {
+		got := PrefillClusterCTAs(c.sms, c.splits)
+		if got != c.want {
+			t.Errorf("PrefillClusterCTAs(%d, %d) = %d, want %d", c.sms, c.splits, got, c.want)
+		}
+		if got%c.splits != 0 || got > c.sms {
+			t.Errorf("PrefillClusterCTAs(%d, %d) = %d: not whole clusters on the SMs", c.sms, c.splits, got)
+		}
+	}
+}
+
 // TestPrefillCandidates: each candidate is a launch the kernel can run
 // (splits that all work and fill at most one wave, the grid and
 // clusters of its tile and splits), the list is in the cost model's
@@ -297,8 +316,8 @@ func TestPrefillCandidates(t *testing.T) {
 				switch {
 				case p.Splits < 1 || p.Splits > MaxPrefillSplits || !ok:
 					t.Errorf("%s: splits that leave one without work", what)
-				case p.Splits > 1 && tiles*p.Splits > h200.SMs:
-					t.Errorf("%s: %d units on %d SMs", what, tiles*p.Splits, h200.SMs)
+				case p.Splits > 1 && tiles*p.Splits > PrefillClusterCTAs(h200.SMs, p.Splits):
+					t.Errorf("%s: %d units, %d CTAs run at once in its clusters", what, tiles*p.Splits, PrefillClusterCTAs(h200.SMs, p.Splits))
 				case p.Splits == 1 && (p.Grid != min(tiles, h200.SMs) || p.Cluster() != 0),
 					p.Splits > 1 && (p.Grid != tiles*p.Splits || p.Cluster() != p.Splits),
 					p.Entry != p.Tile.Entry("bf16", p.Splits):
