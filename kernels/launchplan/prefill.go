@@ -155,22 +155,39 @@ func prefillSplitStages(k, splits int) (int, bool) {
 	return per, (splits-1)*per < nk
 }
 
-// prefillCost is the model's time, in µs, of tile t with k in splits
-// splits for an m × n × k product on sms SMs: the waves of units times a
-// unit's stages and fixed time, plus, for several splits, the cluster's
-// sum.
-func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
+// prefillTerms are the cost model's terms for one launch, each weighed
+// by one constant: stages, the waves of units times the stages of a
+// unit's split (by the tile's StageUS, or SplitStageUS for several
+// splits); waves (by prefillUnitUS); and, for several splits, split = 1
+// (by prefillSplitUS) and rounds = splits·Tokens/32 (by prefillRoundUS).
+// The model is linear in its constants, so TestPrefillFit fits them to
+// bench rows by least squares.
+type prefillTerms struct{ stages, waves, split, rounds float64 }
+
+// termsOf returns the terms of tile t with k in splits splits for an m ×
+// n × k product on sms SMs; the waves count the CTAs that run at once in
+// the launch's clusters (PrefillClusterCTAs).
+func termsOf(t PrefillTile, splits, m, n, k, sms int) prefillTerms {
 	per, _ := prefillSplitStages(k, splits)
 	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
+	waves := float64(ceilDiv(units, max(1, PrefillClusterCTAs(sms, splits))))
+	x := prefillTerms{stages: waves * float64(per), waves: waves}
+	if splits > 1 {
+		x.split, x.rounds = 1, float64(splits*t.Tokens)/32
+	}
+	return x
+}
+
+// prefillCost is the model's time, in µs, of tile t with k in splits
+// splits for an m × n × k product on sms SMs: its terms (termsOf) by the
+// constants.
+func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
+	x := termsOf(t, splits, m, n, k, sms)
 	stage := t.StageUS
 	if splits > 1 {
 		stage = t.SplitStageUS
 	}
-	cost := float64(ceilDiv(units, PrefillClusterCTAs(sms, splits))) * (float64(per)*stage + prefillUnitUS)
-	if splits > 1 {
-		cost += prefillSplitUS + prefillRoundUS*float64(splits*t.Tokens)/32
-	}
-	return cost
+	return x.stages*stage + x.waves*prefillUnitUS + x.split*prefillSplitUS + x.rounds*prefillRoundUS
 }
 
 // String names p as kernels.Device.SparseCandidates lists it: "prefill",
