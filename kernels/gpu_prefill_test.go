@@ -22,7 +22,9 @@ import (
 // nearest even bit for bit; nothing written past y (poisoned, so a
 // split-K sum never stored shows too); and with several splits the same
 // bits again on a second launch (the cluster's sum in a fixed order).
-// Skips where the device has no prefill kernel.
+// With -test.short (for the sanitizers, tools/gpu/prefill_run.sh) it runs
+// BF16 alone, n = 96 and 1024 and m = 65 and 300: still every tile and
+// every split count. Skips where the device has no prefill kernel.
 func TestGPUPrefillOutput(t *testing.T) {
 	d := openGPU(t)
 	if !d.hasPrefill() {
@@ -30,15 +32,21 @@ func TestGPUPrefillOutput(t *testing.T) {
 	}
 	rng := testRand(t)
 	ran := map[string]bool{}
-	for _, s := range []struct{ n, k int }{{96, 1600}, {288, 320}, {1024, 4096}, {4096, 512}} {
-		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
+	shapes := []struct{ n, k int }{{96, 1600}, {288, 320}, {1024, 4096}, {4096, 512}}
+	dts := []checkpoint.DType{checkpoint.BF16, checkpoint.F16}
+	ms := []int{65, 100, 300, 2000}
+	if testing.Short() {
+		shapes, dts, ms = []struct{ n, k int }{{96, 1600}, {1024, 4096}}, dts[:1], []int{65, 300}
+	}
+	for _, s := range shapes {
+		for _, dt := range dts {
 			w := newWeight(t, d, rng, dt, s.n, s.k)
 			const maxM = 2000
 			x := upload16(t, d, randDense(rng, dt, maxM*s.k))
 			b := randDense(rng, dt, s.n)
 			b[0], b[1] = 0, 0x8000 // +0, -0
 			bias := upload16(t, d, b)
-			for _, m := range []int{65, 100, 300, maxM} {
+			for _, m := range ms {
 				ref := runSparseOut(t, d, dt, w, x, nil, false, m, sparseChoice{kernel: sparseTiled})
 				for _, c := range prefillChoices(d, dt, m, s.n, s.k) {
 					p, err := d.prefillPlan("test", SparseOperands{DType: dt, M: m, N: s.n, K: s.k}, c)

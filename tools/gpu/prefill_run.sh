@@ -16,7 +16,8 @@
 # python/sfsurgery/ptx) and the tests run against it (SFSURGERY_TEST_PTX*);
 # the binary's embedded PTX is not replaced, so run bench with a binary
 # built from the committed fresh PTX. "sanitize": compute-sanitizer
-# memcheck over TestGPUPrefillOutput. "python": python/tests' test_gpu
+# memcheck over TestGPUPrefillOutput (-test.short: every tile and split count
+# on two shapes). "python": python/tests' test_gpu
 # (needs torch and .gpu/sfsurgery, which only plans). "ncu": Nsight Compute
 # on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
 # entry points). Logs land in $OUT; the exit status is 1 if any part failed.
@@ -63,7 +64,7 @@ grep -E '^(--- FAIL|FAIL|ok|PASS)|panic|prefill_test|gpu_prefill' "$OUT/prefill-
 
 if [[ $sanitize == 1 ]]; then
 	note "memcheck"
-	SANITIZE_TOOLS=memcheck bash tools/gpu/sanitize.sh "$bin" 'TestGPUPrefillOutput' || status=1
+	SANITIZE_TOOLS=memcheck bash tools/gpu/sanitize.sh "$bin" 'TestGPUPrefillOutput' -test.short || status=1
 fi
 
 if [[ $python == 1 ]]; then
