@@ -5,7 +5,7 @@
 #
 #   CGO_ENABLED=0 go test -c -o .gpu/kernels.test ./kernels       (on the Go machine)
 #   CGO_ENABLED=0 go build -o .gpu/sfsurgery ./cmd/sfsurgery
-#   OUT=/some/dir bash tools/gpu/prefill_run.sh [fresh] [sanitize] [python] [ncu]
+#   OUT=/some/dir bash tools/gpu/prefill_run.sh [fresh] [sanitize] [bench] [python] [ncu]
 #
 # A .gpu/NAME.gz stands for .gpu/NAME (gunzipped first, for smaller carries).
 # Always: machine, check_ptx.sh (fresh PTX into $OUT/ptx), ptxas registers
@@ -17,15 +17,17 @@
 # the binary's embedded PTX is not replaced, so run bench with a binary
 # built from the committed fresh PTX. "sanitize": compute-sanitizer
 # memcheck over TestGPUPrefillOutput (-test.short: every tile and split count
-# on two shapes). "python": python/tests' test_gpu
+# on two shapes). "bench": BenchmarkGPUPrefill, every candidate plan
+# beside dense on the shapes nearest it (with "fresh", the fresh kernel),
+# summarised into $OUT/prefill-bench.txt. "python": python/tests' test_gpu
 # (needs torch and .gpu/sfsurgery, which only plans). "ncu": Nsight Compute
 # on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
 # entry points). Logs land in $OUT; the exit status is 1 if any part failed.
 set -uo pipefail
 OUT=${OUT:?set OUT}
-fresh=0 sanitize=0 python=0 ncu=0
+fresh=0 sanitize=0 bench=0 python=0 ncu=0
 for a in "$@"; do
-	case $a in fresh) fresh=1 ;; sanitize) sanitize=1 ;; python) python=1 ;; ncu) ncu=1 ;; esac
+	case $a in fresh) fresh=1 ;; sanitize) sanitize=1 ;; bench) bench=1 ;; python) python=1 ;; ncu) ncu=1 ;; esac
 done
 for z in .gpu/*.gz; do [[ -e $z ]] && gunzip -kf "$z"; done
 chmod +x .gpu/* 2>/dev/null
@@ -65,6 +67,16 @@ grep -E '^(--- FAIL|FAIL|ok|PASS)|panic|prefill_test|gpu_prefill' "$OUT/prefill-
 if [[ $sanitize == 1 ]]; then
 	note "memcheck"
 	SANITIZE_TOOLS=memcheck bash tools/gpu/sanitize.sh "$bin" 'TestGPUPrefillOutput' -test.short || status=1
+fi
+
+if [[ $bench == 1 ]]; then
+	note "BenchmarkGPUPrefill"
+	kt -test.run '^$' -test.bench BenchmarkGPUPrefill -test.benchtime 20x >"$OUT/prefill-bench.log" 2>&1 || status=1
+	# One line per plan: shape/m/plan, GPU µs, x-dense (the dense rows: µs).
+	awk '/^BenchmarkGPUPrefill\// { name = $1; sub(/^BenchmarkGPUPrefill\//, "", name); sub(/-[0-9]+$/, "", name)
+		us = ""; x = ""; for (i = 2; i < NF; i++) { if ($(i+1) == "gpu-us/op") us = $i; if ($(i+1) == "x-dense") x = $i }
+		printf "%-70s %9s us %6s\n", name, us, x }' "$OUT/prefill-bench.log" | tee "$OUT/prefill-bench.txt"
+	grep -E '^(FAIL|panic|---)' "$OUT/prefill-bench.log" | head
 fi
 
 if [[ $python == 1 ]]; then
