@@ -80,7 +80,8 @@ int main() {
     printf("%8d", kb);
     for (int c : sizes) {
       cudaLaunchAttribute at;
-      const cudaLaunchConfig_t cfg = cluster_config(dim3(1, 128, 1), kb, c, &at);
+      // A grid of whole clusters: the cluster size divides it.
+      const cudaLaunchConfig_t cfg = cluster_config(dim3(1, 16 * c, 1), kb, c, &at);
       int n = -1;
       cudaError_t e = cudaOccupancyMaxActiveClusters(&n, spin, &cfg);
       if (e != cudaSuccess) {
