@@ -18,19 +18,18 @@ type PrefillTile struct {
 	// PrefillCandidates weighs each unit's stages by. Fitted, with the
 	// cost model's other constants, to every plan `sfsurgery bench` timed
 	// on an H200 from 128 to 4096 tokens on the Llama-3 projections and
-	// their stacks (TestPrefillAgainstBench replays them); SplitStageUS
-	// was fitted with the split-K sum through an L2 workspace, before the
-	// cluster sum, and is not measured for it yet.
+	// their stacks (TestPrefillAgainstBench replays them, TestPrefillFit
+	// fits them).
 	StageUS, SplitStageUS float64
 }
 
 // PrefillTiles returns the prefill kernel's tiles, largest first.
 func PrefillTiles() []PrefillTile {
 	return []PrefillTile{
-		{Rows: 256, Tokens: 192, StageUS: 0.672, SplitStageUS: 1.145},
-		{Rows: 256, Tokens: 128, StageUS: 0.502, SplitStageUS: 0.674},
-		{Rows: 128, Tokens: 128, StageUS: 0.303, SplitStageUS: 0.381},
-		{Rows: 128, Tokens: 64, StageUS: 0.227, SplitStageUS: 0.263},
+		{Rows: 256, Tokens: 192, StageUS: 0.595, SplitStageUS: 0.864},
+		{Rows: 256, Tokens: 128, StageUS: 0.429, SplitStageUS: 0.442},
+		{Rows: 128, Tokens: 128, StageUS: 0.235, SplitStageUS: 0.309},
+		{Rows: 128, Tokens: 64, StageUS: 0.180, SplitStageUS: 0.193},
 	}
 }
 
@@ -118,32 +117,42 @@ const MaxPrefillSplits = 8
 const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
-	prefillUnitUS = 1.88
+	prefillUnitUS = 2.785
 	// prefillSplitUS and prefillRoundUS are what splitting K adds: once,
-	// and per Tokens/32 rounds a split. Fitted to the split-K sum through
-	// an L2 workspace, which the cluster sum replaces; an upper bound
-	// until the cluster sum is measured.
-	prefillSplitUS = 3.96
-	prefillRoundUS = 0.477
+	// and per Tokens/32 rounds of the cluster's sum a split.
+	prefillSplitUS = 4.656
+	prefillRoundUS = 0.060
+	// prefillTrafficUS is the time per MiB that the CTAs running at once
+	// bring into shared memory a stage, over the launch's stages: a
+	// stage takes longer the more CTAs share L2 and memory bandwidth.
+	prefillTrafficUS = 0.0150
 )
 
 // PrefillClusterCTAs is the most CTAs of the prefill kernel (one a SM:
 // every tile's ring takes over half an SM's shared memory) that run at
-// once in clusters of splits CTAs on sms SMs: a cluster runs on one GPC,
-// so clusters of 3 or more leave the SMs of partial GPCs idle. Measured
-// on an H100 by tools/probes/cluster_occupancy.cu at 150–200 KB a CTA:
-// 132 CTAs alone, 66 clusters of 2, 30 of 4 and 15 of 8, no cluster of 4
-// or more on 12 of the 132 SMs; the rule takes the same 1/11 of the SMs
-// away from clusters of 3 or more (TestPrefillClusterCTAs).
+// once in clusters of splits CTAs on sms SMs. A cluster runs on one GPC,
+// so a size that does not divide the GPCs' SM counts leaves SMs idle.
+// cluster_occupancy.cu (cudaOccupancyMaxActiveClusters at 150–200 KB a
+// CTA) measured on an H200 (132 SMs), clusters of 1 to 8: 132 alone, 66
+// of 2, 39 of 3, 30 of 4, 22 of 5, 17 of 6, 15 of 7 and 15 of 8 (an H100
+// gave the same for 1, 2, 4 and 8). Another SM count takes the same share
+// of its SMs, in whole clusters (TestPrefillClusterCTAs).
 func PrefillClusterCTAs(sms, splits int) int {
 	if splits <= 1 {
 		return sms
 	}
-	usable := sms
-	if splits >= 3 {
-		usable = sms - sms/11
+	measured := [...]int{2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120}
+	ctas := 0
+	if splits < len(measured) {
+		ctas = measured[splits]
 	}
-	return usable / splits * splits
+	if ctas == 0 { // a size not measured: the smallest share measured
+		ctas = 102
+	}
+	if sms != 132 {
+		ctas = ctas * sms / 132
+	}
+	return ctas / splits * splits
 }
 
 // prefillSplitStages is spmm_wg.cuh's Splits: the stages of the first
@@ -158,11 +167,13 @@ func prefillSplitStages(k, splits int) (int, bool) {
 // prefillTerms are the cost model's terms for one launch, each weighed
 // by one constant: stages, the waves of units times the stages of a
 // unit's split (by the tile's StageUS, or SplitStageUS for several
-// splits); waves (by prefillUnitUS); and, for several splits, split = 1
-// (by prefillSplitUS) and rounds = splits·Tokens/32 (by prefillRoundUS).
+// splits); waves (by prefillUnitUS); traffic, those stages times the
+// MiB a stage brings into the shared memory of the CTAs that run at once
+// (by prefillTrafficUS); and, for several splits, split = 1 (by
+// prefillSplitUS) and rounds = splits·Tokens/32 (by prefillRoundUS).
 // The model is linear in its constants, so TestPrefillFit fits them to
 // bench rows by least squares.
-type prefillTerms struct{ stages, waves, split, rounds float64 }
+type prefillTerms struct{ stages, waves, split, rounds, traffic float64 }
 
 // termsOf returns the terms of tile t with k in splits splits for an m ×
 // n × k product on sms SMs; the waves count the CTAs that run at once in
@@ -170,8 +181,11 @@ type prefillTerms struct{ stages, waves, split, rounds float64 }
 func termsOf(t PrefillTile, splits, m, n, k, sms int) prefillTerms {
 	per, _ := prefillSplitStages(k, splits)
 	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
-	waves := float64(ceilDiv(units, max(1, PrefillClusterCTAs(sms, splits))))
-	x := prefillTerms{stages: waves * float64(per), waves: waves}
+	ctas := max(1, PrefillClusterCTAs(sms, splits))
+	waves := float64(ceilDiv(units, ctas))
+	active := float64(min(units, ctas))
+	x := prefillTerms{stages: waves * float64(per), waves: waves,
+		traffic: waves * float64(per) * active * float64(t.stageBytes()) / (1 << 20)}
 	if splits > 1 {
 		x.split, x.rounds = 1, float64(splits*t.Tokens)/32
 	}
@@ -187,7 +201,7 @@ func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
 	if splits > 1 {
 		stage = t.SplitStageUS
 	}
-	return x.stages*stage + x.waves*prefillUnitUS + x.split*prefillSplitUS + x.rounds*prefillRoundUS
+	return x.stages*stage + x.waves*prefillUnitUS + x.split*prefillSplitUS + x.rounds*prefillRoundUS + x.traffic*prefillTrafficUS
 }
 
 // String names p as kernels.Device.SparseCandidates lists it: "prefill",

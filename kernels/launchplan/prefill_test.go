@@ -268,13 +268,14 @@ func TestPrefillSplitStages(t *testing.T) {
 }
 
 // TestPrefillClusterCTAs holds PrefillClusterCTAs to what
-// cluster_occupancy.cu measured on an H100 (132 SMs, one CTA a SM): 132
-// CTAs alone, 66 clusters of 2, 30 of 4, 15 of 8; and to whole clusters
-// on any SM count.
+// cluster_occupancy.cu measured on an H200 (132 SMs, one CTA a SM): 132
+// CTAs alone, then 66, 39, 30, 22, 17, 15 and 15 clusters of 2 to 8; and
+// to whole clusters, no more than the SMs, on any SM count.
 func TestPrefillClusterCTAs(t *testing.T) {
 	for _, c := range []struct{ sms, splits, want int }{
-		{132, 1, 132}, {132, 2, 132}, {132, 4, 120}, {132, 8, 120}, {132, 3, 120}, {132, 5, 120}, {132, 6, 120}, {132, 7, 119},
-		{108, 2, 108}, {108, 4, 96}, {8, 8, 8}, {8, 3, 6}, {1, 2, 0},
+		{132, 1, 132}, {132, 2, 132}, {132, 3, 117}, {132, 4, 120}, {132, 5, 110}, {132, 6, 102}, {132, 7, 105},
+		{132, 8, 120}, {132, 9, 99}, {132, 16, 96},
+		{108, 1, 108}, {108, 2, 108}, {108, 4, 96}, {114, 8, 96}, {8, 8, 0}, {8, 2, 8}, {8, 3, 6}, {1, 2, 0},
 	} {
 		got := PrefillClusterCTAs(c.sms, c.splits)
 		if got != c.want {
