@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """serve_plot.py OUT.svg RESULT.json...: decode tokens/s against batch, dense
 and sparse, for each result of bench/serve.py, as one SVG (standard library
-only, so it runs anywhere the JSON is)."""
+only, so it runs anywhere the JSON is). Results of one label (one model
+measured in several runs of some batches each) are one series."""
 
 import json
 import math
@@ -18,7 +19,13 @@ def main():
     runs = []
     for path in sys.argv[2:]:
         with open(path) as f:
-            runs.append(json.load(f))
+            r = json.load(f)
+        same = next((q for q in runs if q["label"] == r["label"]), None)
+        if same is None:
+            runs.append(r)
+        else:
+            for rows in ("sparse_rows", "dense_rows"):
+                same[rows] = {**same[rows], **r[rows]}
     batches = sorted({int(b) for r in runs for b in r["sparse_rows"]})
     top = max(row["decode_tok_s"] for r in runs for rows in ("sparse_rows", "dense_rows") for row in r[rows].values())
     ymax = 10 ** math.ceil(math.log10(top))

@@ -12,7 +12,7 @@ import (
 
 // TestGPUPrefillOutput checks the prefill kernel (sm_90a) against the
 // tiled mma.sp kernel, the reference of the same operands, on every tile
-// (each forced with K in 1, 2 and 3 splits where each has work, and the
+// (each forced with K in 1, 2, 3, 4 and 8 splits where each has work, and the
 // planner's own plan), BF16 and F16, token counts that are not multiples
 // of any tile (65, 100, 300) and shapes with row blocks past n (n = 96,
 // 288) and an odd count of 64-column stages (k = 320, 1600; with 3
@@ -21,8 +21,10 @@ import (
 // float32(b[n]) bit for bit; in the element type, those rounded to
 // nearest even bit for bit; nothing written past y (poisoned, so a
 // split-K sum never stored shows too); and with several splits the same
-// bits again on a second launch (the counters put back to zero, the sum
-// in a fixed order). Skips where the device has no prefill kernel.
+// bits again on a second launch (the cluster's sum in a fixed order).
+// With -test.short (for the sanitizers, tools/gpu/prefill_run.sh) it runs
+// BF16 alone, n = 96 and 1024 and m = 65 and 300: still every tile and
+// every split count. Skips where the device has no prefill kernel.
 func TestGPUPrefillOutput(t *testing.T) {
 	d := openGPU(t)
 	if !d.hasPrefill() {
@@ -30,15 +32,21 @@ func TestGPUPrefillOutput(t *testing.T) {
 	}
 	rng := testRand(t)
 	ran := map[string]bool{}
-	for _, s := range []struct{ n, k int }{{96, 1600}, {288, 320}, {1024, 4096}, {4096, 512}} {
-		for _, dt := range []checkpoint.DType{checkpoint.BF16, checkpoint.F16} {
+	shapes := []struct{ n, k int }{{96, 1600}, {288, 320}, {1024, 4096}, {4096, 512}}
+	dts := []checkpoint.DType{checkpoint.BF16, checkpoint.F16}
+	ms := []int{65, 100, 300, 2000}
+	if testing.Short() {
+		shapes, dts, ms = []struct{ n, k int }{{96, 1600}, {1024, 4096}}, dts[:1], []int{65, 300}
+	}
+	for _, s := range shapes {
+		for _, dt := range dts {
 			w := newWeight(t, d, rng, dt, s.n, s.k)
 			const maxM = 2000
 			x := upload16(t, d, randDense(rng, dt, maxM*s.k))
 			b := randDense(rng, dt, s.n)
 			b[0], b[1] = 0, 0x8000 // +0, -0
 			bias := upload16(t, d, b)
-			for _, m := range []int{65, 100, 300, maxM} {
+			for _, m := range ms {
 				ref := runSparseOut(t, d, dt, w, x, nil, false, m, sparseChoice{kernel: sparseTiled})
 				for _, c := range prefillChoices(d, dt, m, s.n, s.k) {
 					p, err := d.prefillPlan("test", SparseOperands{DType: dt, M: m, N: s.n, K: s.k}, c)
@@ -73,7 +81,7 @@ func TestGPUPrefillOutput(t *testing.T) {
 			t.Errorf("tile %s never ran", tile)
 		}
 	}
-	for _, s := range []string{"s1", "s2", "s3"} {
+	for _, s := range []string{"s1", "s2", "s3", "s4", "s8"} {
 		if !ran[s] {
 			t.Errorf("no plan with %s ran", s)
 		}
@@ -82,11 +90,12 @@ func TestGPUPrefillOutput(t *testing.T) {
 
 // prefillChoices returns the prefill plans TestGPUPrefillOutput runs for
 // an m × n × k product: the planner's, then every tile that fits with K
-// in 1, 2 and 3 splits where each split has work.
+// in 1, 2, 3, 4 and 8 splits (the largest cluster) where each split has
+// work.
 func prefillChoices(d *Device, dt checkpoint.DType, m, n, k int) []sparseChoice {
 	out := []sparseChoice{{kernel: sparsePrefill}}
 	for i := range launchplan.PrefillTiles() {
-		for splits := 1; splits <= 3; splits++ {
+		for _, splits := range []int{1, 2, 3, 4, 8} {
 			c := sparseChoice{kernel: sparsePrefill, tile: i + 1, splits: splits}
 			if _, err := d.prefillPlan("test", SparseOperands{DType: dt, M: m, N: n, K: k}, c); err == nil {
 				out = append(out, c)

@@ -45,30 +45,19 @@ func (d *Device) prefillCandidates(op string, dt checkpoint.DType, m, n, k int) 
 // above launchplan.MaxTokens tokens on compute capability 9.0:
 // launchplan.PrefillCandidates' plan c.cand (0: ChoosePrefill's) or, for
 // tests, tile c.tile-1 of launchplan.PrefillTiles with K in c.splits
-// splits (0: one). A plan of several splits grows the Device's split-K
-// workspace to what it needs first. It runs with the context current and
-// the mutex held.
+// splits (0: one), a split plan in clusters of its splits; where the
+// driver refuses those clusters, the same tile in one split. It runs with
+// the context current and the mutex held.
 func (d *Device) launchPrefill(op string, ops SparseOperands, c sparseChoice) error {
 	p, err := d.prefillPlan(op, ops, c)
 	if err != nil {
 		return err
-	}
-	fn, ok := d.dec.funcs[p.Entry]
-	if !ok {
-		return fmt.Errorf("%s: %s is not in the loaded sm_90a module", op, p.Entry)
 	}
 	var tm [3]cuda.TensorMap
 	for i, v := range prefillMaps(ops, p.Tile) {
 		if tm[i], err = d.drv.EncodeTensorMap2D(v); err != nil {
 			return fmt.Errorf("%s: the %s tensor map of %s: %w", op, [...]string{"x", "packed", "meta"}[i], p.Entry, err)
 		}
-	}
-	var work uint64
-	if p.Splits > 1 {
-		if err := d.growWorkspace(p.Workspace.Counters, p.Workspace.Partials); err != nil {
-			return fmt.Errorf("%s: allocating the split-K workspace: %w", op, err)
-		}
-		work = uint64(d.dec.work.ptr())
 	}
 	var bias uint64
 	if ops.Bias != nil {
@@ -78,14 +67,30 @@ func (d *Device) launchPrefill(op string, ops SparseOperands, c sparseChoice) er
 	if ops.elementY() {
 		out = 1
 	}
-	cfg := cuda.LaunchConfig{
-		Grid: cuda.Dim3{uint32(p.Grid), 1, 1}, Block: cuda.Dim3{uint32(p.Block), 1, 1},
-		SharedBytes: p.SharedBytes, Stream: d.stream,
+	launch := func(p launchplan.Prefill) error {
+		fn, ok := d.dec.funcs[p.Entry]
+		if !ok {
+			return fmt.Errorf("%s: %s is not in the loaded sm_90a module", op, p.Entry)
+		}
+		cfg := cuda.LaunchConfig{
+			Grid: cuda.Dim3{uint32(p.Grid), 1, 1}, Block: cuda.Dim3{uint32(p.Block), 1, 1},
+			SharedBytes: p.SharedBytes, Stream: d.stream,
+		}
+		if c := p.Cluster(); c > 0 {
+			cfg.Cluster = cuda.Dim3{uint32(c), 1, 1}
+		}
+		return d.drv.LaunchArgs(p.Entry, fn, cfg, cuda.Word(uint64(ops.Y.ptr)),
+			cuda.TensorArg(&tm[0]), cuda.TensorArg(&tm[1]), cuda.TensorArg(&tm[2]),
+			cuda.Word(cuda.Int32(ops.M)), cuda.Word(cuda.Int32(ops.N)), cuda.Word(cuda.Int32(ops.K)),
+			cuda.Word(bias), cuda.Word(cuda.Int32(out)), cuda.Word(cuda.Int32(p.Splits)))
 	}
-	return d.drv.LaunchArgs(p.Entry, fn, cfg, cuda.Word(uint64(ops.Y.ptr)),
-		cuda.TensorArg(&tm[0]), cuda.TensorArg(&tm[1]), cuda.TensorArg(&tm[2]),
-		cuda.Word(cuda.Int32(ops.M)), cuda.Word(cuda.Int32(ops.N)), cuda.Word(cuda.Int32(ops.K)),
-		cuda.Word(bias), cuda.Word(cuda.Int32(out)), cuda.Word(work), cuda.Word(cuda.Int32(p.Splits)))
+	err = launch(p)
+	if p.Splits > 1 && (cuda.IsResult(err, cuda.ErrorInvalidClusterSize) || cuda.IsResult(err, cuda.ErrorNotSupported)) {
+		// The device cannot run the clusters (a partitioned or shared
+		// GPU): the same tile with K in one split; nothing was queued.
+		return launch(p.WithTile(p.Tile, 1, ops.DType, ops.M, ops.N, ops.K, d.dec.lim))
+	}
+	return err
 }
 
 // prefillPlan is the plan launchPrefill runs for c.

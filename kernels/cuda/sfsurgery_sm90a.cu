@@ -129,19 +129,18 @@ SFS_GEMV_HY_SC(gemv_hy_pair, true, 4)
 // where out = 1, the bias B (N values of the element type) added where
 // not null; the operands X [M][K], packed [N][K/2] and the meta come as
 // the tensor maps tx, tp and tu that spmm_wg.cuh's TensorMap describes.
-// K is one split: W and S are not read (null, 1); a unit is a tile.
+// K is one split: S is not read (1); a unit is a tile.
 //
-// spmm_wg_{bf16,f16}_r{R}_t{BN}_splitk: the same with K in S ≥ 1 splits
-// (units of one split of one tile; the grid at most
-// ceil(N/R)·ceil(M/BN)·S CTAs) and the split-K workspace W (spmm_wg.cuh:
-// Split K): ceil(N/R)·ceil(M/BN)·4·NWG zeroed u32 counters below it and
-// as many times S·R·BN f32 partial sums from it.
+// spmm_wg_{bf16,f16}_r{R}_t{BN}_splitk: the same with K in S splits, 1 ≤
+// S ≤ 8 (spmm_wg.cuh: Split K): a unit is one split of one tile, the
+// grid exactly the ceil(N/R)·ceil(M/BN)·S units, in clusters of (S, 1,
+// 1), the S splits of a tile.
 #define SFS_SPMM_WG(name, T, NWG, BN, SPLIT)                                                                   \
   extern "C" __global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, 1)                     \
       name(void* __restrict__ Y, const __grid_constant__ sfs::spmm_wg::TensorMap tx,                             \
            const __grid_constant__ sfs::spmm_wg::TensorMap tp, const __grid_constant__ sfs::spmm_wg::TensorMap tu, \
-           int M, int N, int K, const uint16_t* __restrict__ B, int out, float* __restrict__ W, int S) {             \
-    sfs::spmm_wg::kernel<T, NWG, BN, SPLIT>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K, W, S);             \
+           int M, int N, int K, const uint16_t* __restrict__ B, int out, int S) {                                   \
+    sfs::spmm_wg::kernel<T, NWG, BN, SPLIT>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K, S);                \
   }
 #define SFS_SPMM_WG_TILE(R, BN, NWG)                                                    \
   SFS_SPMM_WG(spmm_wg_bf16_r##R##_t##BN, sfs::BF16, NWG, BN, false)                     \

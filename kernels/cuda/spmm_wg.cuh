@@ -6,12 +6,13 @@
 //
 // Work split. The output is cut into tiles of R = 128·NWG weight rows by BN
 // tokens, and K into S splits (Splits); a unit of work is one split of
-// one tile. A persistent grid of at most one CTA per SM takes units
+// one tile. Unsplit, a persistent grid of at most one CTA per SM takes units
 // blockIdx.x, blockIdx.x + gridDim.x, … : the S splits of a tile one
 // after the other, the tiles in Tiles' order (groups of kGroup row
 // tiles, each swept token tile by token tile), so that the CTAs running
-// at once share their weights and activations in L2. K goes in stages of
-// 64 columns (two k-tiles of 32).
+// at once share their weights and activations in L2; split, the grid is
+// every unit, one each (Split K below). K goes in stages of 64 columns
+// (two k-tiles of 32).
 //
 // Roles. The CTA is NWG consumer warpgroups and one producer warpgroup
 // (the last), of which one thread works: for each stage it waits for its
@@ -54,22 +55,24 @@
 // decode kernels store theirs: plus the bias where there is one, as f32
 // or rounded to the element type.
 //
-// Split K (S > 1, the entry points built with kSplit). Each warp stores its sums of a unit to the workspace
-// W (f32; the warp's region of a unit is 32·BN floats, lane-interleaved
-// float4s: region (tile, warp) holds its S splits one after the other),
-// then draws a ticket from its region's counter (u32, below W) with one
-// acq_rel atomic; the warp that draws the last adds the S splits' sums
-// in split order, stores them as above and puts the counter back to 0
-// for the next launch. The result is the same bits every run (no float
-// atomics, no memset), though not those of S = 1. The workspace holds
-// Tiles.count·4·NWG counters and Tiles.count·S·R·BN partial sums.
+// Split K (S > 1, the entry points built with kSplit). The S splits of
+// a tile are the S CTAs of one cluster (cluster rank = split), one unit
+// each: the grid is exactly the units. After its products each consumer
+// thread stores its sums to its CTA's ring (free by then: every consumer
+// warpgroup has passed a named barrier after its last products), in
+// lane-interleaved float4s; a cluster barrier publishes them; CTA r adds
+// the S CTAs' sums of the r-th S-th of the tile, in rank order, from
+// distributed shared memory, and stores them as above; a second cluster
+// barrier keeps every CTA's shared memory alive until all have read it.
+// The result is the same bits every run (no atomics), though not those
+// of S = 1. No workspace.
 //
 // Requirements (checked by launchplan.ChoosePrefill, which plans every
 // launch): N ≥ 32 and N % 32 == 0, K ≥ 64 and K % 64 == 0, M ≥ 1,
-// S ≥ 1, blockDim.x = 128·(NWG + 1), dynamic shared memory Shape<NWG,
-// BN>::kSmem bytes, the tensor maps of TensorMap, and for S > 1 the
-// workspace above. CTAs past the units find no work and exit; a split
-// past K (S above the stage pairs) adds zeros.
+// 1 ≤ S ≤ 8, blockDim.x = 128·(NWG + 1), dynamic shared memory Shape<NWG,
+// BN>::kSmem bytes, the tensor maps of TensorMap, and for S > 1 clusters
+// of (S, 1, 1) on a grid of exactly the units. CTAs past the units find
+// no work and exit; a split past K (S above the stage pairs) adds zeros.
 #pragma once
 
 #include "gemv_wg.cuh"
@@ -344,75 +347,104 @@ __device__ __forceinline__ void store_sums(const Out& out, const float (&v)[BN /
   }
 }
 
-// split_sum is split K's end for a warp (header: Split K): it stores its
-// sums acc of split s of its region wr to the workspace W and draws the
-// region's ticket; the warp drawing the last replaces acc by the sum of
-// the S splits, in split order, puts the counter back to 0 and returns
-// true. The others return false.
-template <int BN>
-__device__ __forceinline__ bool split_sum(float (&acc)[2][BN / 2], float* __restrict__ W, int wr, int s, int S,
-                                          int lane) {
-  constexpr int kF = BN / 8;  // float4s of a product per lane
-  constexpr int kRegion = 32 * BN;
-  float* mine = W + (static_cast<size_t>(wr) * S + s) * kRegion + 4 * lane;
+// kMaxSplits bounds S (a portable cluster size).
+constexpr int kMaxSplits = 8;
+
+// cluster_arrive_release and cluster_wait_acquire are the cluster
+// barrier's halves that order shared memory writes before it against
+// distributed shared memory reads after it.
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// ld_dsmem4 loads the 16 bytes at shared::cluster address addr.
+__device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// consumers_sync is a barrier of the NWG consumer warpgroups alone
+// (named barrier 1; the producer's warpgroup never waits on it).
+template <int NWG>
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(128 * NWG) : "memory");
+}
+
+// cluster_sum is split K's end for consumer thread ct (128·c + 32·w +
+// lane) of a CTA of rank r among S (header: Split K): its sums acc go to
+// the ring at base, float4 (h, f) of the thread at ((h·BN/8 + f)·128·NWG
+// + ct)·16; after the cluster barrier the CTA adds, for each float4 e of
+// its share (the r-th S-th of the tile's, in that layout), the S CTAs'
+// in rank order and stores the four values: thread (c, w, lane) of the
+// layout, h and f give rows 128c + 64h + 16w + lane/4 (+ 8) and tokens
+// 8f + 2·(lane % 4) (+ 1) of the tile at (m0, n0).
+template <typename T, int NWG, int BN>
+__device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2][BN / 2], uint32_t base, int r,
+                                            int S, int m0, int n0, int M, int N, int ct) {
+  constexpr int kF = BN / 8;
+  constexpr int kThreads = 128 * NWG;
+  constexpr int kAll = 2 * kF * kThreads;  // float4s of the tile
+  static_assert(kAll * 16 <= Shape<NWG, BN>::kStages * Shape<NWG, BN>::kStageBytes, "the sums fit in the ring");
+  consumers_sync<NWG>();  // every warpgroup's products have read the ring
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int f = 0; f < kF; ++f) {
-      *reinterpret_cast<float4*>(mine + (h * kF + f) * 128) =
-          make_float4(acc[h][4 * f], acc[h][4 * f + 1], acc[h][4 * f + 2], acc[h][4 * f + 3]);
+      gemv::sts128(base + ((h * kF + f) * kThreads + ct) * 16, acc[h][4 * f], acc[h][4 * f + 1], acc[h][4 * f + 2],
+                   acc[h][4 * f + 3]);
     }
-  // The atomic releases the warp's stores (the warp barrier puts every
-  // lane's before it) and, for the last warp, acquires those of the other
-  // splits (the barrier after it orders them before every lane's loads).
-  __syncwarp();
-  unsigned* counter = reinterpret_cast<unsigned*>(W) - 1 - wr;
-  unsigned ticket = 0;
-  if (lane == 0) {
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(ticket) : "l"(counter) : "memory");
-  }
-  ticket = __shfl_sync(0xffffffffu, ticket, 0);
-  __syncwarp();
-  if (ticket != static_cast<unsigned>(S - 1)) return false;
-  // Eight loads in flight a round: the warp barrier after each round
-  // keeps the compiler from hoisting more loads, whose registers would
-  // come on top of acc's and spill.
-  const float* region = W + static_cast<size_t>(wr) * S * kRegion + 4 * lane;
-  for (int sp = 0; sp < S; ++sp) {
-    const float* p = region + static_cast<size_t>(sp) * kRegion;
+  cluster_arrive_release();
+  cluster_wait_acquire();
+  const int share = (kAll + S - 1) / S;
+  const int lo = r * share, hi = min(kAll, lo + share);
+  for (int e = lo + ct; e < hi; e += kThreads) {
+    const uint32_t at = base + e * 16;
+    float4 v[kMaxSplits];
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int s = 0; s < kMaxSplits; ++s) {
+      if (s < S) v[s] = ld_dsmem4(gemv::map_rank(at, s));
+    }
+    float4 sum = v[0];
 #pragma unroll
-      for (int f0 = 0; f0 < kF; f0 += 8) {
-        float4 v[8];
+    for (int s = 1; s < kMaxSplits; ++s) {
+      if (s < S) sum.x += v[s].x, sum.y += v[s].y, sum.z += v[s].z, sum.w += v[s].w;
+    }
+    // The layout's thread, product and float4 of e.
+    const int t = e % kThreads, slot = e / kThreads, h = slot / kF, f = slot % kF;
+    const int c = t >> 7, w = (t >> 5) & 3, lane = t & 31;
+    const int row = n0 + 128 * c + 64 * h + 16 * w + (lane >> 2), tok = m0 + 8 * f + 2 * (lane & 3);
+    const float vals[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
-        for (int f = 0; f < 8; ++f) gemv::ld_cg4(v[f], p + (h * kF + f0 + f) * 128, f0 + f < kF);
-#pragma unroll
-        for (int f = 0; f < 8 && f0 + f < kF; ++f) {
-          float* a = &acc[h][4 * (f0 + f)];
-          if (sp == 0) {
-            a[0] = v[f].x, a[1] = v[f].y, a[2] = v[f].z, a[3] = v[f].w;
-          } else {
-            a[0] += v[f].x, a[1] += v[f].y, a[2] += v[f].z, a[3] += v[f].w;
-          }
-        }
-        __syncwarp();
+    for (int i = 0; i < 4; ++i) {
+      const int rr = row + 8 * (i >> 1), tt = tok + (i & 1);
+      if (rr < N && tt < M) {
+        const float b = out.bias != nullptr ? to_f32(T{}, out.bias[rr]) : 0.f;
+        gemv::put1<T>(out, static_cast<size_t>(tt) * N + rr, vals[i] + b);
       }
+    }
   }
-  if (lane == 0) *counter = 0u;  // every split has drawn its ticket
-  return true;
+  __syncwarp();               // the warp converged for the aligned barrier
+  cluster_arrive_release();  // the CTA's sums stay until every CTA has read them
+  cluster_wait_acquire();
 }
 
 // consume is consumer warpgroup c's loop (warp w, lane): every unit of
-// the CTA, its products stage by stage, then its stores (through the
-// workspace for S > 1: split_sum). Product h of the warpgroup covers its
+// the CTA, its products stage by stage, then its stores (with the
+// cluster's other splits for S > 1: cluster_sum). Product h of the warpgroup covers its
 // rows 64h … 64h+63, warp w's 16 of them being rows 16w … 16w+15: the
 // 16-row half w % 2 of row block 2h + w/2, whose meta words it reads with
 // selector 0 (lane L reading, for half 1, the word of lane L ^ 2, which
 // selector 1 would have read: docs/formats.md §2).
 template <typename T, int NWG, int BN, bool kSplit>
-__device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t bars, int M, int N, int K,
-                                        float* __restrict__ W, int nsplit, int c, int w, int lane) {
+__device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t bars, int M, int N, int K, int nsplit,
+                                        int c, int w, int lane) {
   using S = Shape<NWG, BN>;
   constexpr int ST = S::kStages, R = S::kRows;
   const Tiles tl(M, N, BN, R);
@@ -422,9 +454,8 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
   const int g = lane >> 2, tig = lane & 3;
   uint32_t q = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const int t = u / nsplit;
     int m0, n0;
-    tl.at(t, BN, R, m0, n0);
+    tl.at(u / nsplit, BN, R, m0, n0);
     const Splits sp(nk, nsplit, u % nsplit);
     const int r0 = n0 + 128 * c + 16 * w;  // the warp's first row of product 0
     const bool live[2] = {r0 < N, r0 + 64 < N};
@@ -446,10 +477,10 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
       wg_wait<0>();
       gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
     }
-    // Every split of a tile agrees on live: a warp with no live row takes
-    // no ticket.
-    if (!live[0]) continue;
-    if (kSplit && !split_sum<BN>(acc, W, t * 4 * NWG + 4 * c + w, u % nsplit, nsplit, lane)) continue;
+    if (kSplit) {
+      cluster_sum<T, NWG, BN>(out, acc, base, u % nsplit, nsplit, m0, n0, M, N, 128 * c + 32 * w + lane);
+      continue;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (live[h]) store_sums<T, BN>(out, acc[h], r0 + 64 * h + g, m0, M, N, tig);
@@ -458,12 +489,26 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
 }
 
 // kernel is the product: the barriers set up, then the roles. Without
-// kSplit, K is one split whatever splits says and W is not read (the kernel
-// has no split-K code: its registers are those of the plain product).
+// kSplit, K is one split whatever splits says (the kernel has no split-K
+// code: its registers are those of the plain product); with it, splits
+// is clamped to 1 … kMaxSplits and must be the cluster's size.
 template <typename T, int NWG, int BN, bool kSplit>
 __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, const TensorMap& tp, const TensorMap& tu,
-                                       int M, int N, int K, float* __restrict__ W, int splits) {
-  const int nsplit = kSplit ? max(splits, 1) : 1;
+                                       int M, int N, int K, int splits) {
+  const int nsplit = kSplit ? min(max(splits, 1), kMaxSplits) : 1;
+  if (kSplit) {
+    // A launch off the contract (clusters other than the splits, or a grid
+    // other than the units) would read other CTAs' shared memory wrongly:
+    // stop it instead.
+    uint32_t nranks, rank;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(nranks));
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    const Tiles tl(M, N, BN, Shape<NWG, BN>::kRows);
+    if (nranks != static_cast<uint32_t>(nsplit) || rank != blockIdx.x % nsplit ||
+        gridDim.x != static_cast<unsigned>(tl.count * nsplit)) {
+      asm volatile("trap;\n");
+    }
+  }
   using S = Shape<NWG, BN>;
   constexpr int ST = S::kStages;
   extern __shared__ uint4 smem4[];
@@ -484,7 +529,7 @@ __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, cons
     if (tid == 128 * NWG) produce<NWG, BN>(base, bars, tx, tp, tu, M, N, K, nsplit);
   } else {
     if (NWG == 2) reg_inc<232>();
-    consume<T, NWG, BN, kSplit>(out, base, bars, M, N, K, W, nsplit, wg, (tid >> 5) & 3, tid & 31);
+    consume<T, NWG, BN, kSplit>(out, base, bars, M, N, K, nsplit, wg, (tid >> 5) & 3, tid & 31);
   }
 }
 

@@ -204,7 +204,7 @@ func TestModelReplayWarpgroup(t *testing.T) {
 }
 
 // fitMode selects TestModelFit's constants (tools/README.md).
-var fitMode = flag.String("fit", "", "fit the decode planner's cost model to the H100 sweeps: mma, wg or forms")
+var fitMode = flag.String("fit", "", "fit a planner's cost model: the decode planner's to the H100 sweeps (mma, wg or forms), the prefill planner's to the H200 bench rows (prefill)")
 
 // TestModelFit searches the cost model's constants for the least mean
 // slowdown over the H100 sweeps (coordinate descent over a few values per
@@ -220,7 +220,7 @@ var fitMode = flag.String("fit", "", "fit the decode planner's cost model to the
 // defaultModel).
 func TestModelFit(t *testing.T) {
 	mode := *fitMode
-	if mode == "" {
+	if mode == "" || mode == "prefill" {
 		t.Skip("run with -fit=mma, wg or forms to fit the decode planner's cost model")
 	}
 	md := defaultModel()

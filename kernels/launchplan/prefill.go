@@ -18,17 +18,18 @@ type PrefillTile struct {
 	// PrefillCandidates weighs each unit's stages by. Fitted, with the
 	// cost model's other constants, to every plan `sfsurgery bench` timed
 	// on an H200 from 128 to 4096 tokens on the Llama-3 projections and
-	// their stacks (TestPrefillAgainstBench replays them).
+	// their stacks (TestPrefillAgainstBench replays them, TestPrefillFit
+	// fits them).
 	StageUS, SplitStageUS float64
 }
 
 // PrefillTiles returns the prefill kernel's tiles, largest first.
 func PrefillTiles() []PrefillTile {
 	return []PrefillTile{
-		{Rows: 256, Tokens: 192, StageUS: 0.672, SplitStageUS: 1.145},
-		{Rows: 256, Tokens: 128, StageUS: 0.502, SplitStageUS: 0.674},
-		{Rows: 128, Tokens: 128, StageUS: 0.303, SplitStageUS: 0.381},
-		{Rows: 128, Tokens: 64, StageUS: 0.227, SplitStageUS: 0.263},
+		{Rows: 256, Tokens: 192, StageUS: 0.595, SplitStageUS: 0.864},
+		{Rows: 256, Tokens: 128, StageUS: 0.429, SplitStageUS: 0.442},
+		{Rows: 128, Tokens: 128, StageUS: 0.235, SplitStageUS: 0.309},
+		{Rows: 128, Tokens: 64, StageUS: 0.180, SplitStageUS: 0.193},
 	}
 }
 
@@ -81,13 +82,14 @@ func PrefillEntryPoints() []string {
 	return out
 }
 
-// Prefill is one launch of the prefill kernel: Entry on a persistent grid
-// of Grid CTAs (at most one per SM) of Block threads with SharedBytes of
-// dynamic shared memory, K split Splits ways. Its parameters are y, the
-// tensor maps of x, packed and meta (by value), m, n, k, the bias (or
-// null), the output type (0 float32, 1 the element type), the split-K
-// workspace's partial sums (null for one split) and Splits; the maps are
-// those of spmm_wg.cuh's TensorMap, with the tile's boxes.
+// Prefill is one launch of the prefill kernel: Entry on a grid of Grid
+// CTAs of Block threads with SharedBytes of dynamic shared memory, K split
+// Splits ways. Unsplit, the grid is persistent (at most one CTA per SM);
+// split, it is every unit, in clusters of Splits CTAs along x. Its
+// parameters are y, the tensor maps of x, packed and meta (by value), m,
+// n, k, the bias (or null), the output type (0 float32, 1 the element
+// type) and Splits; the maps are those of spmm_wg.cuh's TensorMap, with
+// the tile's boxes.
 type Prefill struct {
 	Tile        PrefillTile
 	Splits      int // K in this many splits, each a unit of work (1: none)
@@ -95,9 +97,15 @@ type Prefill struct {
 	Grid        int
 	Block       int
 	SharedBytes int
-	// Workspace is what a launch of Splits > 1 at these m and n needs
-	// (PrefillWorkspace); zero for one split.
-	Workspace Workspace
+}
+
+// Cluster is the launch's cluster size along x: Splits for a split
+// launch, 0 (no clusters) for one split.
+func (p Prefill) Cluster() int {
+	if p.Splits > 1 {
+		return p.Splits
+	}
+	return 0
 }
 
 // MaxPrefillSplits bounds the splits of K the planner considers and an
@@ -109,15 +117,43 @@ const MaxPrefillSplits = 8
 const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
-	prefillUnitUS = 1.88
-	// prefillSplitUS is what splitting K adds once: the partial sums'
-	// stores, the tickets, and the SMs whose units are done waiting for
-	// the last warps' sums.
-	prefillSplitUS = 3.96
-	// prefillRoundUS is a round of the last warp's sum (eight 16-byte L2
-	// loads a lane): Tokens/32 rounds a split.
-	prefillRoundUS = 0.477
+	prefillUnitUS = 2.785
+	// prefillSplitUS and prefillRoundUS are what splitting K adds: once,
+	// and per Tokens/32 rounds of the cluster's sum a split.
+	prefillSplitUS = 4.656
+	prefillRoundUS = 0.060
+	// prefillTrafficUS is the time per MiB that the CTAs running at once
+	// bring into shared memory a stage, over the launch's stages: a
+	// stage takes longer the more CTAs share L2 and memory bandwidth.
+	prefillTrafficUS = 0.0150
 )
+
+// PrefillClusterCTAs is the most CTAs of the prefill kernel (one a SM:
+// every tile's ring takes over half an SM's shared memory) that run at
+// once in clusters of splits CTAs on sms SMs. A cluster runs on one GPC,
+// so a size that does not divide the GPCs' SM counts leaves SMs idle.
+// cluster_occupancy.cu (cudaOccupancyMaxActiveClusters at 150–200 KB a
+// CTA) measured on an H200 (132 SMs), clusters of 1 to 8: 132 alone, 66
+// of 2, 39 of 3, 30 of 4, 22 of 5, 17 of 6, 15 of 7 and 15 of 8 (an H100
+// gave the same for 1, 2, 4 and 8). Another SM count takes the same share
+// of its SMs, in whole clusters (TestPrefillClusterCTAs).
+func PrefillClusterCTAs(sms, splits int) int {
+	if splits <= 1 {
+		return sms
+	}
+	measured := [...]int{2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120}
+	ctas := 0
+	if splits < len(measured) {
+		ctas = measured[splits]
+	}
+	if ctas == 0 { // a size not measured: the smallest share measured
+		ctas = 102
+	}
+	if sms != 132 {
+		ctas = ctas * sms / 132
+	}
+	return ctas / splits * splits
+}
 
 // prefillSplitStages is spmm_wg.cuh's Splits: the stages of the first
 // (longest) of splits splits of k's k/64 stages (even: a stage past k
@@ -128,38 +164,49 @@ func prefillSplitStages(k, splits int) (int, bool) {
 	return per, (splits-1)*per < nk
 }
 
-// prefillCost is the model's time, in µs, of tile t with k in splits
-// splits for an m × n × k product on sms SMs: the waves of units times a
-// unit's stages and fixed time, plus, for several splits, the split-K
-// sum's.
-func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
+// prefillTerms are the cost model's terms for one launch, each weighed
+// by one constant: stages, the waves of units times the stages of a
+// unit's split (by the tile's StageUS, or SplitStageUS for several
+// splits); waves (by prefillUnitUS); traffic, those stages times the
+// MiB a stage brings into the shared memory of the CTAs that run at once
+// (by prefillTrafficUS); and, for several splits, split = 1 (by
+// prefillSplitUS) and rounds = splits·Tokens/32 (by prefillRoundUS).
+// The model is linear in its constants, so TestPrefillFit fits them to
+// bench rows by least squares.
+type prefillTerms struct{ stages, waves, split, rounds, traffic float64 }
+
+// termsOf returns the terms of tile t with k in splits splits for an m ×
+// n × k product on sms SMs; the waves count the CTAs that run at once in
+// the launch's clusters (PrefillClusterCTAs).
+func termsOf(t PrefillTile, splits, m, n, k, sms int) prefillTerms {
 	per, _ := prefillSplitStages(k, splits)
 	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
+	ctas := max(1, PrefillClusterCTAs(sms, splits))
+	waves := float64(ceilDiv(units, ctas))
+	active := float64(min(units, ctas))
+	x := prefillTerms{stages: waves * float64(per), waves: waves,
+		traffic: waves * float64(per) * active * float64(t.stageBytes()) / (1 << 20)}
+	if splits > 1 {
+		x.split, x.rounds = 1, float64(splits*t.Tokens)/32
+	}
+	return x
+}
+
+// prefillCost is the model's time, in µs, of tile t with k in splits
+// splits for an m × n × k product on sms SMs: its terms (termsOf) by the
+// constants.
+func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
+	x := termsOf(t, splits, m, n, k, sms)
 	stage := t.StageUS
 	if splits > 1 {
 		stage = t.SplitStageUS
 	}
-	cost := float64(ceilDiv(units, sms)) * (float64(per)*stage + prefillUnitUS)
-	if splits > 1 {
-		cost += prefillSplitUS + prefillRoundUS*float64(splits*t.Tokens)/32
-	}
-	return cost
+	return x.stages*stage + x.waves*prefillUnitUS + x.split*prefillSplitUS + x.rounds*prefillRoundUS + x.traffic*prefillTrafficUS
 }
 
 // String names p as kernels.Device.SparseCandidates lists it: "prefill",
 // the tile and the splits of K, e.g. "prefill r128 t64 s4".
 func (p Prefill) String() string { return fmt.Sprintf("prefill %s s%d", p.Tile, p.Splits) }
-
-// PrefillWorkspace is the split-K workspace of tile t with splits splits
-// at m × n: a counter per warp of every tile (Rows/32 a tile) and Rows ×
-// Tokens partial sums per unit; none for one split.
-func PrefillWorkspace(t PrefillTile, splits, m, n int) Workspace {
-	if splits <= 1 {
-		return Workspace{}
-	}
-	tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
-	return Workspace{Counters: tiles * t.Rows / 32, Partials: int64(tiles) * int64(splits) * int64(t.Rows*t.Tokens)}
-}
 
 // ChoosePrefill plans the prefill kernel for an m × n × k product of
 // element type dt on a device with lim (lim.Warpgroup set): the first of
@@ -175,9 +222,8 @@ func ChoosePrefill(dt checkpoint.DType, m, n, k int, lim Limits) (Prefill, error
 // PrefillCandidates returns up to limit launches of the prefill kernel for
 // an m × n × k product, least estimated time first: every tile that fits
 // lim's shared memory, unsplit and, where its tiles leave SMs idle, with
-// K in up to MaxPrefillSplits splits that all have work and fill at most
-// one wave (so the split-K workspace never exceeds a wave's tiles),
-// timed by the cost model (prefillCost: waves of units, their stages,
+// K in up to MaxPrefillSplits splits that all have work and whose
+// clusters fill at most one wave (PrefillClusterCTAs), timed by the cost model (prefillCost: waves of units, their stages,
 // and the split-K sum); ties go to the larger tile, then the fewer
 // splits.
 func PrefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit int) ([]Prefill, error) {
@@ -210,7 +256,7 @@ func prefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit, maxS
 		}
 		tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
 		for s := 1; s <= maxSplits; s++ {
-			if _, ok := prefillSplitStages(k, s); !ok || s > 1 && tiles*s > lim.SMs {
+			if _, ok := prefillSplitStages(k, s); !ok || s > 1 && tiles*s > PrefillClusterCTAs(lim.SMs, s) {
 				break
 			}
 			all = append(all, scored{prefillWith(t, s, ty, m, n, lim), prefillCost(t, s, m, n, k, lim.SMs)})
@@ -231,8 +277,12 @@ func prefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit, maxS
 // n product.
 func prefillWith(t PrefillTile, splits int, ty string, m, n int, lim Limits) Prefill {
 	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
-	return Prefill{Tile: t, Splits: splits, Entry: t.Entry(ty, splits), Grid: min(units, lim.SMs), Block: t.Threads(),
-		SharedBytes: t.SharedBytes(), Workspace: PrefillWorkspace(t, splits, m, n)}
+	grid := min(units, lim.SMs)
+	if splits > 1 {
+		grid = units
+	}
+	return Prefill{Tile: t, Splits: splits, Entry: t.Entry(ty, splits), Grid: grid, Block: t.Threads(),
+		SharedBytes: t.SharedBytes()}
 }
 
 // WithTile returns the launch of the same m × n × k product with tile t
@@ -259,12 +309,10 @@ func (p Prefill) WithTile(t PrefillTile, splits int, dt checkpoint.DType, m, n, 
 // (uint16 [m][k], box 64 × Tokens, 128-byte swizzle), packed (uint16
 // [n][k/2], box 32 × Rows, 64-byte swizzle) and meta (uint32 [k/32][n],
 // box Rows × 2, no swizzle), each by value, then m, n, k, the bias (or
-// null), the output type (0 float32, 1 the element type), the split-K
-// workspace's partial sums (null for one split) and Splits. With Splits >
-// 1 the grid is min(ceil(m/Tokens)·ceil(n/Rows)·Splits, SMs) and the
-// workspace holds PrefillWorkspace(To)'s zeroed counters below the
-// pointer and its partial sums from it. The last record of a shape has
-// one split and serves every m above its To too: correct for any m, and
+// null), the output type (0 float32, 1 the element type) and Splits.
+// With Splits > 1 (the _splitk entry points) the grid is every unit,
+// ceil(m/Tokens)·ceil(n/Rows)·Splits CTAs, in clusters of (Splits, 1, 1).
+// The last record of a shape has one split and serves every m above its To too: correct for any m, and
 // ChoosePrefill's own choice there on the Llama-family shapes
 // (TestPrefillRecords).
 type PrefillRecord struct {

@@ -106,8 +106,8 @@ func TestChoosePrefillRefuses(t *testing.T) {
 
 // TestPrefillEntryPointsInPTX holds every prefill entry point to the
 // sm_90a PTX: present, with y, three 128-byte tensor maps (64-byte
-// aligned), m, n, k, the bias, the output type, the workspace and the
-// splits, in that order.
+// aligned), m, n, k, the bias, the output type and the splits, in that
+// order.
 func TestPrefillEntryPointsInPTX(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "ptx", filepath.Base(ModuleSM90a)))
 	if err != nil {
@@ -125,7 +125,7 @@ func TestPrefillEntryPointsInPTX(t *testing.T) {
 			params[m[1]] = append(params[m[1]], kind)
 		}
 	}
-	want := []string{".u64", "map", "map", "map", ".u32", ".u32", ".u32", ".u64", ".u32", ".u64", ".u32"}
+	want := []string{".u64", "map", "map", "map", ".u32", ".u32", ".u32", ".u64", ".u32", ".u32"}
 	for _, e := range PrefillEntryPoints() {
 		got, ok := params[e]
 		if !ok {
@@ -267,9 +267,29 @@ func TestPrefillSplitStages(t *testing.T) {
 	}
 }
 
+// TestPrefillClusterCTAs holds PrefillClusterCTAs to what
+// cluster_occupancy.cu measured on an H200 (132 SMs, one CTA a SM): 132
+// CTAs alone, then 66, 39, 30, 22, 17, 15 and 15 clusters of 2 to 8; and
+// to whole clusters, no more than the SMs, on any SM count.
+func TestPrefillClusterCTAs(t *testing.T) {
+	for _, c := range []struct{ sms, splits, want int }{
+		{132, 1, 132}, {132, 2, 132}, {132, 3, 117}, {132, 4, 120}, {132, 5, 110}, {132, 6, 102}, {132, 7, 105},
+		{132, 8, 120}, {132, 9, 99}, {132, 16, 96},
+		{108, 1, 108}, {108, 2, 108}, {108, 4, 96}, {114, 8, 96}, {8, 8, 0}, {8, 2, 8}, {8, 3, 6}, {1, 2, 0},
+	} {
+		got := PrefillClusterCTAs(c.sms, c.splits)
+		if got != c.want {
+			t.Errorf("PrefillClusterCTAs(%d, %d) = %d, want %d", c.sms, c.splits, got, c.want)
+		}
+		if got%c.splits != 0 || got > c.sms {
+			t.Errorf("PrefillClusterCTAs(%d, %d) = %d: not whole clusters on the SMs", c.sms, c.splits, got)
+		}
+	}
+}
+
 // TestPrefillCandidates: each candidate is a launch the kernel can run
 // (splits that all work and fill at most one wave, the grid and
-// workspace of its tile and splits), the list is in the cost model's
+// clusters of its tile and splits), the list is in the cost model's
 // order and starts with ChoosePrefill's plan, the narrow shapes split K
 // at a few hundred tokens and no shape splits from 16384.
 func TestPrefillCandidates(t *testing.T) {
@@ -297,9 +317,11 @@ func TestPrefillCandidates(t *testing.T) {
 				switch {
 				case p.Splits < 1 || p.Splits > MaxPrefillSplits || !ok:
 					t.Errorf("%s: splits that leave one without work", what)
-				case p.Splits > 1 && tiles*p.Splits > h200.SMs:
-					t.Errorf("%s: %d units on %d SMs", what, tiles*p.Splits, h200.SMs)
-				case p.Grid != min(tiles*p.Splits, h200.SMs) || p.Entry != p.Tile.Entry("bf16", p.Splits) || p.Workspace != PrefillWorkspace(p.Tile, p.Splits, m, s.n):
+				case p.Splits > 1 && tiles*p.Splits > PrefillClusterCTAs(h200.SMs, p.Splits):
+					t.Errorf("%s: %d units, %d CTAs run at once in its clusters", what, tiles*p.Splits, PrefillClusterCTAs(h200.SMs, p.Splits))
+				case p.Splits == 1 && (p.Grid != min(tiles, h200.SMs) || p.Cluster() != 0),
+					p.Splits > 1 && (p.Grid != tiles*p.Splits || p.Cluster() != p.Splits),
+					p.Entry != p.Tile.Entry("bf16", p.Splits):
 					t.Errorf("%s: launch %+v", what, p)
 				case i > 0 && prefillCost(ps[i-1].Tile, ps[i-1].Splits, m, s.n, s.k, h200.SMs) > prefillCost(p.Tile, p.Splits, m, s.n, s.k, h200.SMs):
 					t.Errorf("%s: cheaper than the candidate before it", what)
@@ -311,29 +333,6 @@ func TestPrefillCandidates(t *testing.T) {
 			if slices.Contains(s.split, m) && first.Splits == 1 {
 				t.Errorf("%dx%d m=%d: %s leaves %d of %d SMs idle unsplit", s.n, s.k, m, first, h200.SMs-first.Grid, h200.SMs)
 			}
-		}
-	}
-}
-
-// TestPrefillWorkspace holds PrefillWorkspace to values worked out by
-// hand: a u32 counter per warp of every tile, Rows × Tokens f32 partial
-// sums per unit, none unsplit.
-func TestPrefillWorkspace(t *testing.T) {
-	tiles := PrefillTiles()
-	for _, c := range []struct {
-		tile      PrefillTile
-		splits    int
-		m, n      int
-		want      Workspace
-		wantBytes int64
-	}{
-		{tiles[3], 4, 256, 1024, Workspace{Counters: 4 * 8 * 4, Partials: 4 * 8 * 4 * 128 * 64}, 4 * (128 + 1048576)},
-		{tiles[0], 2, 200, 300, Workspace{Counters: 2 * 2 * 8, Partials: 2 * 2 * 2 * 256 * 192}, 4 * (32 + 393216)},
-		{tiles[1], 1, 256, 1024, Workspace{}, 0},
-	} {
-		got := PrefillWorkspace(c.tile, c.splits, c.m, c.n)
-		if got != c.want || got.Bytes() != c.wantBytes {
-			t.Errorf("%s, %d splits, m %d, n %d: %+v (%d bytes), want %+v (%d)", c.tile, c.splits, c.m, c.n, got, got.Bytes(), c.want, c.wantBytes)
 		}
 	}
 }

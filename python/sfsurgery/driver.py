@@ -20,6 +20,7 @@ from .records import MODULES, Launch
 _CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
 _CUDA_ERROR_NOT_SUPPORTED = 801
 _CUDA_ERROR_INVALID_CLUSTER_SIZE = 912
+CLUSTER_REFUSED = frozenset((_CUDA_ERROR_NOT_SUPPORTED, _CUDA_ERROR_INVALID_CLUSTER_SIZE))
 _CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
 # What a launch returns when the calling thread has no context current, or
 # another device's (the function and stream belong to the device's primary

@@ -12,9 +12,9 @@ made at the first call with m tokens and kept:
 - `PrefillLauncher` (the prefill kernel, one per record: a range of m):
   the packed and meta tensor maps encoded once, the x map encoded again
   only when x's address or m changed since the last call (one
-  `cuTensorMapEncodeTiled` at most), the grid computed when m changes; a
-  record that splits k takes the table's workspace (sized at
-  registration for the record's last m, past which it refuses m).
+  `cuTensorMapEncodeTiled` at most), the grid computed when m changes
+  (every unit, in clusters of its splits, for a record that splits k; where
+  the driver refuses those clusters, the same tile unsplit from then on).
 
 A launch does not touch the context: where the driver answers that the
 thread has none current, or another device's (driver.CONTEXT_ERRORS), it
@@ -133,29 +133,48 @@ class PrefillLauncher:
         d.tensor_map(self._mmap, consts["meta"], k // 32)
         self._y = ctypes.c_void_p(0)
         self._m = ctypes.c_int(0)
-        work = consts["workspace"] if rec.splits > 1 else 0
         self._slots = [ctypes.c_int(n), ctypes.c_int(k), ctypes.c_void_p(consts["bias"]), ctypes.c_int(1),
-                       ctypes.c_void_p(work), ctypes.c_int(rec.splits)]
+                       ctypes.c_int(rec.splits)]
         addrs = [ctypes.addressof(self._y), self._xmap.address, self._pmap.address, self._mmap.address, ctypes.addressof(self._m)]
-        self._params = (ctypes.c_void_p * 11)(*addrs, *[ctypes.addressof(s) for s in self._slots])
-        self._cfg, self._attrs = driver.config((1, 1, 1), (rec.block, 1, 1), rec.shared_bytes)
+        self._params = (ctypes.c_void_p * 10)(*addrs, *[ctypes.addressof(s) for s in self._slots])
+        # The splits launched and their entry point: the record's, or one
+        # split of the same tile once the driver refused its clusters.
+        self._splits, self.entry = rec.splits, rec.entry
+        cluster = (rec.splits, 1, 1) if rec.splits > 1 else (0, 0, 0)
+        self._cfg, self._attrs = driver.config((1, 1, 1), (rec.block, 1, 1), rec.shared_bytes, cluster)
         self._cfg_ptr = ctypes.pointer(self._cfg)
         self._fn = ctypes.c_void_p(kernels.function(rec.module, rec.entry))
         self._sms = kernels.sms
         # The x the map was last encoded for; None: encode at the next call.
         self._x = None
 
+    def _grid(self, m: int) -> int:
+        """The CTAs of a launch at m tokens: every unit for split K, else
+        a persistent grid of at most one CTA per SM."""
+        units = -(-m // self.rec.tokens) * -(-self._n // self.rec.rows) * self._splits
+        return units if self._splits > 1 else min(units, self._sms)
+
+    def _unsplit(self) -> None:
+        """After the driver refused the clusters of split K: the same tile
+        with K in one split (its plain entry point, a persistent grid, no
+        clusters), then and from then on; the same product, other
+        rounding of the sums."""
+        self._splits, self.entry = 1, self.rec.entry.removesuffix("_splitk")
+        self._fn.value = self._kernels.function(self.rec.module, self.entry)
+        self._slots[4].value = 1
+        stream = self._cfg.stream
+        self._cfg, self._attrs = driver.config((self._grid(self._m.value), 1, 1), (self.rec.block, 1, 1), self.rec.shared_bytes)
+        self._cfg.stream = stream
+        self._cfg_ptr = ctypes.pointer(self._cfg)
+
     def __call__(self, y: int, x: int, m: int, stream: int) -> None:
         """Queues the launch for output y and activations x (device
         addresses) of m tokens on stream."""
         with self._lock:
             if m != self._m.value:
-                if self.rec.splits > 1 and m > self.rec.last:
-                    # The workspace is sized for the range's last m.
-                    raise RecordError(f"{self.rec.entry}: {m} tokens past its split record's {self.rec.last}")
                 self._x = None
                 self._m.value = m
-                self._cfg.grid[0] = min(self.rec.units(m, self._n), self._sms)
+                self._cfg.grid[0] = self._grid(m)
             if x != self._x:
                 self._x = None
                 self._driver.tensor_map(self._xmap, x, m)
@@ -166,8 +185,12 @@ class PrefillLauncher:
             if code in driver.CONTEXT_ERRORS:
                 with self._kernels.current():
                     code = self._launch(self._cfg_ptr, self._fn, self._params, None)
+            if self._splits > 1 and code in driver.CLUSTER_REFUSED:
+                self._unsplit()
+                code = self._launch(self._cfg_ptr, self._fn, self._params, None)
+            entry = self.entry
         if code:
-            self._driver.check(f"cuLaunchKernelEx({self.rec.entry})", code)
+            self._driver.check(f"cuLaunchKernelEx({entry})", code)
 
 
 Launcher = Union[DecodeLauncher, PrefillLauncher]

@@ -109,9 +109,10 @@ class Prefill:
     """The prefill kernel's launch for the token counts first … last of one
     shape (launchplan.PrefillRecord): entry point, tile (rows × tokens),
     splits of k, block and dynamic shared memory; the grid is
-    min(ceil(m/tokens) · ceil(n/rows) · splits, SMs) and the parameters
-    are y, the tensor maps of x, packed and meta, m, n, k, bias, out, the
-    workspace's partial sums and splits (docs/launch.md)."""
+    min(ceil(m/tokens) · ceil(n/rows), SMs) unsplit, else every unit,
+    ceil(m/tokens) · ceil(n/rows) · splits, in clusters of (splits, 1, 1),
+    and the parameters are y, the tensor maps of x, packed and meta, m, n,
+    k, bias, out and splits (docs/launch.md)."""
 
     first: int
     last: int
@@ -132,16 +133,6 @@ class Prefill:
         """The kernel's units of work at m tokens of an n-row weight: its
         tiles times its splits of k."""
         return -(-m // self.tokens) * -(-n // self.rows) * self.splits
-
-    def workspace(self, n: int) -> Tuple[int, int]:
-        """The split-K workspace the record needs for an n-row weight at
-        up to last tokens (launchplan.PrefillWorkspace): a u32 counter per
-        warp of every tile and rows × tokens partial sums per unit; none
-        for one split."""
-        if self.splits == 1:
-            return 0, 0
-        tiles = -(-self.last // self.tokens) * -(-n // self.rows)
-        return tiles * self.rows // 32, tiles * self.splits * self.rows * self.tokens
 
 
 @dataclass(frozen=True)
@@ -190,8 +181,7 @@ class Table:
 
     def workspace(self) -> Tuple[int, int]:
         """Returns the counters and partial sums one workspace shared by
-        every record (and fallback) of the table needs, the prefill ones'
-        included: counters rounded up to a multiple of 4, so that the
+        every record (and fallback) of the table needs: counters rounded up to a multiple of 4, so that the
         partial sums start 16-byte aligned after them."""
         counters = partials = 0
         for per_m in self.launches.values():
@@ -201,10 +191,6 @@ class Table:
                     counters = max(counters, r.counters)
                     partials = max(partials, r.partials)
                     r = r.fallback
-        for (n, _), ranges in self.prefill.items():
-            for pf in ranges:
-                c, p = pf.workspace(n)
-                counters, partials = max(counters, c), max(partials, p)
         return (counters + 3) // 4 * 4, partials
 
 
@@ -340,8 +326,8 @@ def parse_prefill(raw, n: int, k: int, dtype: str, limits: Optional[Limits], whe
     with its name, k in 1 … MAX_PREFILL_SPLITS splits (more than one
     exactly for the _splitk entry points); a range of several
     splits fills at most one wave at its last m (at most MAX_SPLIT_UNITS
-    units without limits), which bounds its workspace, and the last range,
-    which serves every m past it, has one."""
+    units without limits), and the last range, which serves every m past
+    it, has one."""
     if not isinstance(raw, list) or not raw:
         raise RecordError(f"{where}: want a non-empty list of prefill records")
     if limits is not None and not limits.warpgroup:

@@ -357,7 +357,7 @@ class PrefillLauncherTest(unittest.TestCase):
             return int.from_bytes(b[:4], "little", signed=True)
 
         maps = [(u64(b), u64(b[8:])) for b in r[1:4]]
-        return [u64(r[0])] + maps + [i32(r[4]), i32(r[5]), i32(r[6]), u64(r[7]), i32(r[8]), u64(r[9]), i32(r[10])]
+        return [u64(r[0])] + maps + [i32(r[4]), i32(r[5]), i32(r[6]), u64(r[7]), i32(r[8]), i32(r[9])]
 
     def test_maps_params_grid(self):
         n, k = self.n, self.k
@@ -377,7 +377,7 @@ class PrefillLauncherTest(unittest.TestCase):
                          ("x", 0xB000, 300, (k, 300), (2 * k,), (64, rec.tokens), driver.SWIZZLE_128B))
         got = d.launches[-1]
         self.assertEqual(rec.splits, 1)
-        self.assertEqual(self.params(got), [0xA000, (0xB000, 300), (PACKED, n), (META, k // 32), 300, n, k, BIAS, 1, 0, 1])
+        self.assertEqual(self.params(got), [0xA000, (0xB000, 300), (PACKED, n), (META, k // 32), 300, n, k, BIAS, 1, 1])
         self.assertTrue(all(p % 64 == 0 for p in got["addrs"][1:4]))
         tiles = -(-300 // rec.tokens) * -(-n // rec.rows)
         self.assertEqual((got["grid"], got["block"], got["shared"], got["stream"], got["attrs"]),
@@ -402,25 +402,52 @@ class PrefillLauncherTest(unittest.TestCase):
             self.assertEqual((p[0], p[1], p[4]), (y, (x, m), m))
 
     def test_split(self):
-        """A record that splits k passes the workspace and its splits, its
-        grid counts every split's units, and it refuses an m past its
-        range, for which the workspace was not sized."""
+        """A record that splits k passes its splits, launches every unit
+        (tiles times splits, past the SMs too) in clusters of its splits,
+        and needs no workspace."""
         ranges = self.t.prefill[(self.n, self.k)]
         first = dataclasses.replace(ranges[0], last=200, splits=3, entry=ranges[0].entry + "_splitk")
         self.t.prefill[(self.n, self.k)] = (first, dataclasses.replace(ranges[0], first=201)) + ranges[1:]
         w = prepared.Weight(self.kern, self.t, self.n, self.k, PACKED, META, BIAS, WORKSPACE)
         lr = w.launcher(150)
         self.assertIs(lr.rec, first)
-        for m in (150, 65, 200):
+        for m in (150, 65, 200, 5000):
             lr(0xA000, 0xB000, m, 0)
             got = self.kern.driver.launches[-1]
-            self.assertEqual(self.params(got)[-2:], [WORKSPACE, 3])
+            self.assertEqual(self.params(got)[-1], 3)
+            self.assertNotIn(WORKSPACE, [int.from_bytes(b[:8], "little") for b in got["raw"]])
             units = -(-m // first.tokens) * -(-self.n // first.rows) * 3
-            self.assertEqual(got["grid"], (min(units, 132), 1, 1), m)
-        before = len(self.kern.driver.launches)
-        with self.assertRaisesRegex(RecordError, "201 tokens past its split record's 200"):
-            lr(0xA000, 0xB000, 201, 0)
-        self.assertEqual(len(self.kern.driver.launches), before)
+            self.assertEqual(got["grid"], (units, 1, 1), m)
+            self.assertEqual(got["attrs"], [(driver._LAUNCH_CLUSTER, (3, 1, 1))], m)
+
+    def test_split_clusters_refused(self):
+        """Where the driver refuses split K's clusters, the launcher runs the
+        same tile with one split (the plain entry point, a persistent grid,
+        no clusters), then and on later calls; other errors still raise."""
+        ranges = self.t.prefill[(self.n, self.k)]
+        first = dataclasses.replace(ranges[0], last=200, splits=4, entry=ranges[0].entry + "_splitk")
+        self.t.prefill[(self.n, self.k)] = (first, dataclasses.replace(ranges[0], first=201)) + ranges[1:]
+        w = prepared.Weight(self.kern, self.t, self.n, self.k, PACKED, META, BIAS, WORKSPACE)
+        d = self.kern.driver
+        for code in sorted(driver.CLUSTER_REFUSED):
+            with self.subTest(code=code):
+                lr = prepared.PrefillLauncher(self.kern, first, self.n, self.k, w._consts)
+                d.launches.clear()
+                d.codes = [code]
+                lr(0xA000, 0xB000, 150, 5)
+                tiles = -(-150 // first.tokens) * -(-self.n // first.rows)
+                refused, ran = d.launches
+                self.assertEqual((refused["grid"], refused["attrs"]), ((4 * tiles, 1, 1), [(driver._LAUNCH_CLUSTER, (4, 1, 1))]))
+                self.assertEqual(ran["fn"], self.kern.fns[(first.module, ranges[0].entry)])
+                self.assertEqual((ran["grid"], ran["attrs"], ran["stream"], self.params(ran)[-1]), ((min(tiles, 132), 1, 1), [], 5, 1))
+                self.assertEqual(self.params(ran)[:4], self.params(refused)[:4])
+                lr(0xA000, 0xB000, 200, 0)
+                later = d.launches[-1]
+                self.assertEqual((later["fn"], later["attrs"], self.params(later)[-1]), (ran["fn"], [], 1))
+        lr = prepared.PrefillLauncher(self.kern, first, self.n, self.k, w._consts)
+        d.codes = [999]
+        with self.assertRaisesRegex(DeviceError, r"^cuLaunchKernelEx\(spmm_wg_bf16_r128_t64_splitk\): CUresult 999$"):
+            lr(0xA000, 0xB000, 150, 0)
 
     def test_grid_per_m(self):
         rec = self.t.lookup_prefill(self.n, self.k, 65)

@@ -239,10 +239,9 @@ class PrefillTest(unittest.TestCase):
             self.assertIn(want, str(cm.exception), name)
             self.assertIn("shapes[0].prefill", str(cm.exception), name)
 
-    def test_split_workspace(self):
-        """A range that splits k is accepted within a wave, and the
-        table's workspace covers it at the range's last m: a counter per
-        warp of every tile, rows × tokens partial sums per unit."""
+    def test_split(self):
+        """A range that splits k within a wave is accepted, and needs no
+        workspace."""
         doc = golden_launches()
         s = doc["shapes"][0]
         p = s["prefill"]
@@ -250,13 +249,9 @@ class PrefillTest(unittest.TestCase):
         p[0].update({"to": 128, "splits": 4, "entry": p[0]["entry"] + "_splitk"})
         t = records.parse(doc)
         rec = t.lookup_prefill(s["n"], s["k"], 100)
-        self.assertEqual((rec.last, rec.splits), (128, 4))
-        tiles = -(-128 // rec.tokens) * -(-s["n"] // rec.rows)
-        self.assertEqual(rec.workspace(s["n"]), (tiles * rec.rows // 32, tiles * 4 * rec.rows * rec.tokens))
-        counters, partials = t.workspace()
-        self.assertGreaterEqual(counters, tiles * rec.rows // 32)
-        self.assertGreaterEqual(partials, tiles * 4 * rec.rows * rec.tokens)
+        self.assertEqual((rec.last, rec.splits, rec.units(128, s["n"])), (128, 4, 4 * -(-128 // rec.tokens) * -(-s["n"] // rec.rows)))
         self.assertEqual(t.lookup_prefill(s["n"], s["k"], 129).splits, 1)
+        self.assertEqual(t.workspace(), records.parse(golden_launches()).workspace())
 
     def test_no_warpgroup(self):
         doc = golden_launches()

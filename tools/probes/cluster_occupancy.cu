@@ -1,9 +1,9 @@
 // cluster_occupancy.cu: how many thread-block clusters of each size the GPU
 // runs at once with one CTA per SM, and where it puts them: the question
 // behind a slice sum in a cluster's shared memory for more than two slices
-// (docs/kernels.md).
+// (docs/kernels.md) and behind launchplan.PrefillClusterCTAs.
 //
-// For cluster sizes 1, 2, 4, 8 and 16 (16 is non-portable) and dynamic
+// For cluster sizes 1 to 8 and 16 (16 is non-portable) and dynamic
 // shared memory of 50, 100, 150 and 200 KB, a kernel of 160 threads (the
 // warpgroup form's block) reports cudaOccupancyMaxActiveClusters; then a
 // grid of 128 CTAs (16 row blocks × 8 slices) in clusters of 8 and of 4
@@ -73,14 +73,15 @@ int main() {
   CK(cudaFuncSetAttribute(spin, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   printf("max active clusters (160 threads, 1 CTA each on as many SMs as it takes):\n");
   printf("%8s", "smem KB");
-  const int sizes[] = {1, 2, 4, 8, 16};
+  const int sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 16};
   for (int c : sizes) printf(" %6s%-2d", "cl", c);
   printf("\n");
   for (int kb : {50, 100, 150, 200}) {
     printf("%8d", kb);
     for (int c : sizes) {
       cudaLaunchAttribute at;
-      const cudaLaunchConfig_t cfg = cluster_config(dim3(1, 128, 1), kb, c, &at);
+      // A grid of whole clusters: the cluster size divides it.
+      const cudaLaunchConfig_t cfg = cluster_config(dim3(1, 16 * c, 1), kb, c, &at);
       int n = -1;
       cudaError_t e = cudaOccupancyMaxActiveClusters(&n, spin, &cfg);
       if (e != cudaSuccess) {

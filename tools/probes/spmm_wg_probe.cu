@@ -39,7 +39,7 @@ template <typename T, int NWG, int BN>
 __global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, 1)
     wg_kernel(void* Y, const __grid_constant__ TensorMap tx, const __grid_constant__ TensorMap tp,
               const __grid_constant__ TensorMap tu, int M, int N, int K, const uint16_t* B, int out) {
-  sfs::spmm_wg::kernel<T, NWG, BN, false>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K, nullptr, 1);
+  sfs::spmm_wg::kernel<T, NWG, BN, false>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K, 1);
 }
 
 // encode makes a 2-D tensor map of rows × cols elements of `bytes` bytes

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# prefill_run.sh: the GPU-machine run for the prefill kernel
+# (kernels/cuda/spmm_wg.cuh), in one call, from the repository root, with
+# the test binary (and, for "python", the sfsurgery binary) in .gpu/:
+#
+#   CGO_ENABLED=0 go test -c -o .gpu/kernels.test ./kernels       (on the Go machine)
+#   CGO_ENABLED=0 go build -o .gpu/sfsurgery ./cmd/sfsurgery
+#   OUT=/some/dir bash tools/gpu/prefill_run.sh [fresh] [sanitize] [bench] [python] [ncu]
+#
+# A .gpu/NAME.gz stands for .gpu/NAME (gunzipped first, for smaller carries).
+# Always: machine, check_ptx.sh (fresh PTX into $OUT/ptx), ptxas registers
+# and spills of the prefill entry points (sm_90a), cluster_occupancy.cu
+# (the clusters of each size that run at once: launchplan.PrefillClusterCTAs),
+# and the prefill kernel's GPU tests ($TESTS). "fresh": the fresh PTX
+# replaces kernels/ptx/ here (the Python package reads it there through
+# python/sfsurgery/ptx) and the tests run against it (SFSURGERY_TEST_PTX*);
+# the binary's embedded PTX is not replaced, so run bench with a binary
+# built from the committed fresh PTX. "sanitize": compute-sanitizer
+# memcheck over TestGPUPrefillOutput (-test.short: every tile and split count
+# on two shapes). "bench": BenchmarkGPUPrefill, every candidate plan
+# beside dense on the shapes nearest it (with "fresh", the fresh kernel),
+# summarised into $OUT/prefill-bench.txt. "python": python/tests' test_gpu
+# (needs torch and .gpu/sfsurgery, which only plans). "ncu": Nsight Compute
+# on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
+# entry points). Logs land in $OUT; the exit status is 1 if any part failed.
+set -uo pipefail
+OUT=${OUT:?set OUT}
+fresh=0 sanitize=0 bench=0 python=0 ncu=0
+for a in "$@"; do
+	case $a in fresh) fresh=1 ;; sanitize) sanitize=1 ;; bench) bench=1 ;; python) python=1 ;; ncu) ncu=1 ;; esac
+done
+for z in .gpu/*.gz; do [[ -e $z ]] && gunzip -kf "$z"; done
+chmod +x .gpu/* 2>/dev/null
+bin=$PWD/.gpu/kernels.test
+kt() { (cd kernels && "$bin" "$@"); }
+TESTS=${TESTS:-'TestPTX|TestPrefill|TestGPU(PrefillOutput|Models|CorruptMeta|Degenerate)'}
+status=0
+note() { echo "== $*"; }
+
+note "machine"
+nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; nvcc --version | tail -2
+
+note "check_ptx"
+bash tools/gpu/check_ptx.sh "$OUT/ptx"; echo "check_ptx exit $? (1: the kernel source changed since the committed PTX)"
+
+note "ptxas: the prefill entry points (sm_90a)"
+ptxas -arch=sm_90a -v "$OUT/ptx/sfsurgery_sm90a.ptx" -o /dev/null 2>&1 |
+	awk '/Compiling entry function/ { e = $0; sub(/.*function ./, "", e); sub(/. for.*/, "", e); on = e ~ /^spmm_wg/ }
+	     on && /stack frame|registers/ { sub(/^ptxas info *: */, ""); print e ": " $0 }' | tee "$OUT/ptxas-prefill.txt"
+[[ ${PIPESTATUS[0]} == 0 ]] || { echo "ptxas failed"; status=1; }
+
+note "cluster occupancy"
+nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/cluster_occupancy tools/probes/cluster_occupancy.cu &&
+	/tmp/cluster_occupancy | tee "$OUT/cluster-occupancy.txt"
+
+if [[ $fresh == 1 ]]; then
+	cp "$OUT"/ptx/*.ptx kernels/ptx/
+	export SFSURGERY_TEST_PTX=$PWD/kernels/ptx/sfsurgery.ptx SFSURGERY_TEST_PTX_SM90A=$PWD/kernels/ptx/sfsurgery_sm90a.ptx
+fi
+export SFSURGERY_SEED=${SFSURGERY_SEED:-$(date +%s)}
+note "tests $TESTS (PTX ${SFSURGERY_TEST_PTX_SM90A:-embedded}, SFSURGERY_SEED=$SFSURGERY_SEED)"
+start=$(date +%s)
+kt -test.v -test.count=1 -test.timeout=300s -test.run "$TESTS" >"$OUT/prefill-test.log" 2>&1 || status=1
+echo "tests took $(($(date +%s) - start))s"
+grep -E '^(--- FAIL|FAIL|ok|PASS)|panic|prefill_test|gpu_prefill' "$OUT/prefill-test.log" | tail -40
+
+if [[ $sanitize == 1 ]]; then
+	note "memcheck"
+	SANITIZE_TOOLS=memcheck bash tools/gpu/sanitize.sh "$bin" 'TestGPUPrefillOutput' -test.short || status=1
+fi
+
+if [[ $bench == 1 ]]; then
+	note "BenchmarkGPUPrefill"
+	kt -test.run '^$' -test.bench BenchmarkGPUPrefill -test.benchtime 20x >"$OUT/prefill-bench.log" 2>&1 || status=1
+	# One line per plan: shape/m/plan, GPU µs, x-dense (the dense rows: µs).
+	awk '/^BenchmarkGPUPrefill\// { name = $1; sub(/^BenchmarkGPUPrefill\//, "", name); sub(/-[0-9]+$/, "", name)
+		us = ""; x = ""; for (i = 2; i < NF; i++) { if ($(i+1) == "gpu-us/op") us = $i; if ($(i+1) == "x-dense") x = $i }
+		printf "%-70s %9s us %6s\n", name, us, x }' "$OUT/prefill-bench.log" | tee "$OUT/prefill-bench.txt"
+	grep -E '^(FAIL|panic|---)' "$OUT/prefill-bench.log" | head
+fi
+
+if [[ $python == 1 ]]; then
+	note "python test_gpu"
+	(cd python/tests && SFSURGERY_BIN=$PWD/../../.gpu/sfsurgery PYTHONPATH=.. PYTHONUNBUFFERED=1 \
+		timeout 420 python3 -m unittest test_gpu) >"$OUT/test_gpu.log" 2>&1 || status=1
+	tail -25 "$OUT/test_gpu.log"
+fi
+
+if [[ $ncu == 1 ]]; then
+	note "ncu"
+	(cd kernels && ncu --kernel-name "regex:${NCU_KERNEL:-spmm_wg_.*_splitk}" --launch-count 4 --section SpeedOfLight \
+		--section LaunchStats --section Occupancy "$bin" -test.run TestGPUPrefillOutput -test.count=1) >"$OUT/ncu.log" 2>&1 || status=1
+	grep -E 'spmm_wg|Duration|SM Busy|Compute \(SM\)|Memory Throughput|Registers|Achieved Occupancy' "$OUT/ncu.log" | head -60
+fi
+note "done, status $status"
+exit $status
