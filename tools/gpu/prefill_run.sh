@@ -22,7 +22,9 @@
 # summarised into $OUT/prefill-bench.txt. "python": python/tests' test_gpu
 # (needs torch and .gpu/sfsurgery, which only plans). "ncu": Nsight Compute
 # on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
-# entry points). Logs land in $OUT; the exit status is 1 if any part failed.
+# entry points). Logs land in $OUT, then in one $OUT/prefill-run.tgz (the
+# device tool brings back at most 8 files; tar xzf it, the fresh PTX is
+# its ptx/); the exit status is 1 if any part failed.
 set -uo pipefail
 OUT=${OUT:?set OUT}
 fresh=0 sanitize=0 bench=0 python=0 ncu=0
@@ -93,4 +95,5 @@ if [[ $ncu == 1 ]]; then
 	grep -E 'spmm_wg|Duration|SM Busy|Compute \(SM\)|Memory Throughput|Registers|Achieved Occupancy' "$OUT/ncu.log" | head -60
 fi
 note "done, status $status"
+(cd "$OUT" && tar czf prefill-run.tgz --exclude prefill-run.tgz ./* && find . -mindepth 1 ! -name prefill-run.tgz -delete)
 exit $status
