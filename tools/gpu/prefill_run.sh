@@ -21,7 +21,8 @@
 # beside dense on the shapes nearest it (with "fresh", the fresh kernel),
 # summarised into $OUT/prefill-bench.txt. "python": python/tests' test_gpu
 # (needs torch and .gpu/sfsurgery, which only plans). "ncu": Nsight Compute
-# on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
+# on the launches of $NCU_BENCH's plans in BenchmarkGPUPrefill, or without
+# it on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
 # entry points). Logs land in $OUT, then in one $OUT/prefill-run.tgz (the
 # device tool brings back at most 8 files; tar xzf it, the fresh PTX is
 # its ptx/); the exit status is 1 if any part failed.
@@ -90,9 +91,20 @@ fi
 
 if [[ $ncu == 1 ]]; then
 	note "ncu"
-	(cd kernels && ncu --kernel-name "regex:${NCU_KERNEL:-spmm_wg_.*_splitk}" --launch-count 4 --section SpeedOfLight \
-		--section LaunchStats --section Occupancy "$bin" -test.run TestGPUPrefillOutput -test.count=1) >"$OUT/ncu.log" 2>&1 || status=1
-	grep -E 'spmm_wg|Duration|SM Busy|Compute \(SM\)|Memory Throughput|Registers|Achieved Occupancy' "$OUT/ncu.log" | head -60
+	# $NCU_BENCH, a -test.bench pattern of BenchmarkGPUPrefill (e.g.
+	# 'BenchmarkGPUPrefill/llama3-8b/k_v_1024x4096/m=128$/^0_', its first
+	# plan), profiles those plans' launches with the warp stall sections; else
+	# TestGPUPrefillOutput's launches of $NCU_KERNEL.
+	sections=(--section SpeedOfLight --section LaunchStats --section Occupancy)
+	if [[ -n ${NCU_BENCH:-} ]]; then
+		(cd kernels && ncu --kernel-name "regex:${NCU_KERNEL:-spmm_wg_.*}" --launch-skip 2 --launch-count "${NCU_COUNT:-8}" \
+			"${sections[@]}" --section SchedulerStats --section WarpStateStats \
+			"$bin" -test.run '^$' -test.bench "$NCU_BENCH" -test.benchtime 3x) >"$OUT/ncu.log" 2>&1 || status=1
+	else
+		(cd kernels && ncu --kernel-name "regex:${NCU_KERNEL:-spmm_wg_.*_splitk}" --launch-count 4 "${sections[@]}" \
+			"$bin" -test.run TestGPUPrefillOutput -test.count=1) >"$OUT/ncu.log" 2>&1 || status=1
+	fi
+	grep -E 'spmm_wg|Duration|SM Busy|Compute \(SM\)|Memory Throughput|Registers|Achieved Occupancy|Stall|Cluster' "$OUT/ncu.log" | head -80
 fi
 note "done, status $status"
 (cd "$OUT" && tar czf prefill-run.tgz --exclude prefill-run.tgz ./* && find . -mindepth 1 ! -name prefill-run.tgz -delete)
