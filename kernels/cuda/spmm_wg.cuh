@@ -90,6 +90,15 @@ using gemv::Out;
 #endif
 constexpr int kGroup = SFS_SPMM_GROUP;
 
+// SFS_SPMM_TRACE(point) marks points of a CTA's run (0 entry, 1 barriers
+// set up, 2 its first stage landed, 3 its products done, 4 split K's sums
+// published, 5 its stores done) for tools/probes/splitk_probe.cu, whose
+// probe_trace.cuh defines it to stamp the time at each on thread 0 (a
+// consumer); the product builds it to nothing.
+#ifndef SFS_SPMM_TRACE
+#define SFS_SPMM_TRACE(point)
+#endif
+
 // Shape holds the sizes of a tile of 128·NWG weight rows by BN tokens.
 template <int NWG, int BN>
 struct Shape {
@@ -312,6 +321,7 @@ __device__ __forceinline__ void stage(float (&acc)[2][BN / 2], uint32_t (&e)[2][
   constexpr int ST = S::kStages;
   const uint32_t s = q % ST;
   gemv::mbar_wait(bars + 8 * s, (q / ST) & 1);
+  if (q == 0) SFS_SPMM_TRACE(2);
   const uint32_t st = base + s * S::kStageBytes;
 #pragma unroll
   for (int p = 0; p < 2; ++p)
@@ -408,6 +418,7 @@ __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2
     }
   cluster_arrive_release();
   cluster_wait_acquire();
+  SFS_SPMM_TRACE(4);
   const int share = (kAll + S - 1) / S;
   const int lo = r * share, hi = min(kAll, lo + share);
   for (int e = lo + ct; e < hi; e += kThreads) {
@@ -483,6 +494,7 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
       wg_wait<0>();
       gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
     }
+    SFS_SPMM_TRACE(3);
     if (kSplit) {
       cluster_sum<T, NWG, BN>(out, acc, base, u % nsplit, nsplit, m0, n0, M, N, 128 * c + 32 * w + lane);
       continue;
@@ -492,6 +504,7 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
       if (live[h]) store_sums<T, BN>(out, acc[h], r0 + 64 * h + g, m0, M, N, tig);
     }
   }
+  SFS_SPMM_TRACE(5);
 }
 
 // kernel is the product: the barriers set up, then the roles. Without
@@ -521,6 +534,7 @@ __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, cons
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem4)) + 1023) & ~1023u;
   const uint32_t bars = base + ST * S::kStageBytes;  // full[ST], then empty[ST]
   const int tid = threadIdx.x;
+  SFS_SPMM_TRACE(0);
   if (tid == 128 * NWG) {
     // The producer's tensor maps fetched while the barriers are set up,
     // not at its first copy.
@@ -536,6 +550,7 @@ __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, cons
     gemv::proxy_fence();  // the initialised barriers visible to the copy engine
   }
   __syncthreads();
+  SFS_SPMM_TRACE(1);
   const int wg = tid >> 7;
   if (wg == NWG) {
     if (NWG == 2) reg_dec<40>();

@@ -5,7 +5,7 @@
 #
 #   CGO_ENABLED=0 go test -c -o .gpu/kernels.test ./kernels       (on the Go machine)
 #   CGO_ENABLED=0 go build -o .gpu/sfsurgery ./cmd/sfsurgery
-#   OUT=/some/dir bash tools/gpu/prefill_run.sh [fresh] [sanitize] [bench] [python] [ncu]
+#   OUT=/some/dir bash tools/gpu/prefill_run.sh [fresh] [sanitize] [bench] [python] [probe] [ncu]
 #
 # A .gpu/NAME.gz stands for .gpu/NAME (gunzipped first, for smaller carries).
 # Always: machine, check_ptx.sh (fresh PTX into $OUT/ptx), ptxas registers
@@ -20,17 +20,22 @@
 # on two shapes). "bench": BenchmarkGPUPrefill, every candidate plan
 # beside dense on the shapes nearest it (with "fresh", the fresh kernel),
 # summarised into $OUT/prefill-bench.txt. "python": python/tests' test_gpu
-# (needs torch and .gpu/sfsurgery, which only plans). "ncu": Nsight Compute
-# on the launches of $NCU_BENCH's plans in BenchmarkGPUPrefill, or without
-# it on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
+# (needs torch and .gpu/sfsurgery, which only plans). "probe":
+# tools/probes/splitk_probe.cu (the narrow shapes' plans beside dense and
+# an empty launch, with per-CTA traces) built from this tree's kernel, and,
+# with $PROBE_BASE (another spmm_wg.cuh), built from that one too and run
+# in the same call. "ncu": Nsight Compute on the launches of $NCU_BENCH's
+# plans in BenchmarkGPUPrefill; with "probe" and no $NCU_BENCH, on the
+# probe's first timed launch (with the source-level stall samples); else
+# on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
 # entry points). Logs land in $OUT, then in one $OUT/prefill-run.tgz (the
 # device tool brings back at most 8 files; tar xzf it, the fresh PTX is
 # its ptx/); the exit status is 1 if any part failed.
 set -uo pipefail
 OUT=${OUT:?set OUT}
-fresh=0 sanitize=0 bench=0 python=0 ncu=0
+fresh=0 sanitize=0 bench=0 python=0 probe=0 ncu=0
 for a in "$@"; do
-	case $a in fresh) fresh=1 ;; sanitize) sanitize=1 ;; bench) bench=1 ;; python) python=1 ;; ncu) ncu=1 ;; esac
+	case $a in fresh) fresh=1 ;; sanitize) sanitize=1 ;; bench) bench=1 ;; python) python=1 ;; probe) probe=1 ;; ncu) ncu=1 ;; esac
 done
 for z in .gpu/*.gz; do [[ -e $z ]] && gunzip -kf "$z"; done
 chmod +x .gpu/* 2>/dev/null
@@ -89,7 +94,26 @@ if [[ $python == 1 ]]; then
 	tail -25 "$OUT/test_gpu.log"
 fi
 
-if [[ $ncu == 1 ]]; then
+if [[ $probe == 1 ]]; then
+	note "splitk_probe"
+	nvflags=(-gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lcublasLt -lcuda)
+	nvcc "${nvflags[@]}" -o /tmp/splitk tools/probes/splitk_probe.cu && /tmp/splitk | tee "$OUT/splitk-probe.txt" || status=1
+	if [[ -n ${PROBE_BASE:-} ]]; then
+		note "splitk_probe with $PROBE_BASE"
+		base=$(mktemp -d)
+		mkdir -p "$base/kernels" "$base/tools"
+		cp -r kernels/cuda "$base/kernels/" && cp -r tools/probes "$base/tools/" && cp "$PROBE_BASE" "$base/kernels/cuda/spmm_wg.cuh"
+		nvcc "${nvflags[@]}" -o /tmp/splitk-base "$base/tools/probes/splitk_probe.cu" && /tmp/splitk-base |
+			tee "$OUT/splitk-probe-base.txt" || status=1
+	fi
+fi
+
+if [[ $ncu == 1 && $probe == 1 && -z ${NCU_BENCH:-} ]]; then
+	note "ncu (splitk_probe)"
+	ncu --kernel-name regex:plan_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight --section LaunchStats \
+		--section SchedulerStats --section WarpStateStats --section SourceCounters /tmp/splitk >"$OUT/ncu.log" 2>&1 || status=1
+	grep -E 'plan_kernel|Duration|SM Busy|Compute \(SM\)|Memory Throughput|Stall|Warp Cycles|Issued' "$OUT/ncu.log" | head -40
+elif [[ $ncu == 1 ]]; then
 	note "ncu"
 	# $NCU_BENCH, a -test.bench pattern of BenchmarkGPUPrefill (e.g.
 	# 'BenchmarkGPUPrefill/llama3-8b/k_v_1024x4096/m=128$/^0_', its first

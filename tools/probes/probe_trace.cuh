@@ -1,7 +1,8 @@
-// probe_trace.cuh: the decode kernels' trace points for the standalone
-// probes (gemv_probe.cu, pdl_probe.cu). Include it before the kernel
-// header: it defines SFS_GEMV_TRACE(point) to stamp the global timer when
-// thread 0 of each CTA reaches a point (kernels/cuda/gemv.cuh lists them), and
+// probe_trace.cuh: the kernels' trace points for the standalone probes
+// (gemv_probe.cu, pdl_probe.cu, splitk_probe.cu). Include it before the
+// kernel header: it defines SFS_GEMV_TRACE(point) and SFS_SPMM_TRACE(point)
+// to stamp the global timer when thread 0 of each CTA reaches a point
+// (kernels/cuda/gemv.cuh and spmm_wg.cuh list them), and
 // print_trace prints, for the last launch of ctas CTAs, each point's min /
 // median / max over the CTAs in µs after the first CTA's entry.
 #pragma once
@@ -22,6 +23,7 @@ __device__ unsigned long long g_trace[1 << 14][kTracePoints];
       g_trace[blockIdx.y * gridDim.x + blockIdx.x][point] = t_; \
     }                                                          \
   } while (0)
+#define SFS_SPMM_TRACE(point) SFS_GEMV_TRACE(point)
 
 // print_trace prints the spread of each trace point the last launch of
 // ctas CTAs reached (stamps older than its first entry are an earlier

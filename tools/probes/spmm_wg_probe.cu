@@ -22,44 +22,16 @@
 #include <random>
 #include <vector>
 
-#include "../../kernels/cuda/spmm.cuh"
-#include "../../kernels/cuda/spmm_wg.cuh"
 #include "probe_dense.cuh"
+#include "probe_spmm.cuh"
 #include "probe_time.cuh"
 
-
-template <typename T>
-__global__ void ref_kernel(float* Y, const uint16_t* X, const uint16_t* P, const uint32_t* U, int M, int N, int K) {
-  sfs::spmm::kernel<T>(Y, X, P, U, M, N, K);
-}
-
-using sfs::spmm_wg::TensorMap;
 
 template <typename T, int NWG, int BN>
 __global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, 1)
     wg_kernel(void* Y, const __grid_constant__ TensorMap tx, const __grid_constant__ TensorMap tp,
               const __grid_constant__ TensorMap tu, int M, int N, int K, const uint16_t* B, int out) {
   sfs::spmm_wg::kernel<T, NWG, BN, false>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K, 1);
-}
-
-// encode makes a 2-D tensor map of rows × cols elements of `bytes` bytes
-// (row stride cols·bytes), box bw × bh, with the given swizzle.
-TensorMap encode(const void* ptr, int bytes, uint64_t cols, uint64_t rows, uint32_t bw, uint32_t bh,
-                 CUtensorMapSwizzle sw) {
-  TensorMap tm;
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * bytes};
-  const cuuint32_t box[2] = {bw, bh};
-  const cuuint32_t es[2] = {1, 1};
-  CUresult r = cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(&tm),
-                                      bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32, 2,
-                                      const_cast<void*>(ptr), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
-                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", r);
-    exit(1);
-  }
-  return tm;
 }
 
 struct Variant {
@@ -91,85 +63,6 @@ std::vector<Variant> variants() {
           {"r256_t128", launch_wg<T, 2, 128>},
           {"r128_t128", launch_wg<T, 1, 128>},
           {"r128_t64", launch_wg<T, 1, 64>}};
-}
-
-// bits16 returns the raw bits of v in the element type (round to nearest even).
-uint16_t bits16(bool f16, float v) {
-  if (f16) {
-    __half h = __float2half_rn(v);
-    uint16_t r;
-    memcpy(&r, &h, 2);
-    return r;
-  }
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  u += 0x7FFF + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
-}
-float f32of(bool f16, uint16_t b) {
-  if (f16) {
-    __half h;
-    memcpy(&h, &b, 2);
-    return __half2float(h);
-  }
-  uint32_t u = static_cast<uint32_t>(b) << 16;
-  float v;
-  memcpy(&v, &u, 4);
-  return v;
-}
-
-struct Problem {
-  int M, N, K;
-  uint16_t *X, *P, *B;
-  uint32_t* U;
-  float* ref;
-  void* Y;
-};
-
-Problem make(std::mt19937& rng, bool f16, int M, int N, int K, bool withRef) {
-  Problem p{M, N, K};
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<uint16_t> x(static_cast<size_t>(M) * K), w(static_cast<size_t>(N) * K / 2), b(N);
-  for (auto& v : x) v = bits16(f16, nd(rng));
-  for (auto& v : w) v = bits16(f16, nd(rng) * 0.05f);
-  for (auto& v : b) v = bits16(f16, nd(rng));
-  static const uint32_t nib[6] = {0x4, 0x8, 0xC, 0x9, 0xD, 0xE};
-  std::vector<uint32_t> u(static_cast<size_t>(N) * K / 32);
-  for (auto& v : u) {
-    v = 0;
-    for (int i = 0; i < 8; ++i) v |= nib[rng() % 6] << (4 * i);
-  }
-  CK(cudaMalloc(&p.X, x.size() * 2));
-  CK(cudaMalloc(&p.P, w.size() * 2));
-  CK(cudaMalloc(&p.B, b.size() * 2));
-  CK(cudaMalloc(&p.U, u.size() * 4));
-  CK(cudaMalloc(&p.Y, static_cast<size_t>(M) * N * 4));
-  CK(cudaMemcpy(p.X, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(p.P, w.data(), w.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(p.B, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(p.U, u.data(), u.size() * 4, cudaMemcpyHostToDevice));
-  p.ref = nullptr;
-  if (withRef) {
-    CK(cudaMalloc(&p.ref, static_cast<size_t>(M) * N * 4));
-    dim3 grid((M + 63) / 64, (N + 63) / 64);
-    if (f16) {
-      ref_kernel<sfs::F16><<<grid, 128>>>(p.ref, p.X, p.P, p.U, M, N, K);
-    } else {
-      ref_kernel<sfs::BF16><<<grid, 128>>>(p.ref, p.X, p.P, p.U, M, N, K);
-    }
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-  }
-  return p;
-}
-
-void release(Problem& p) {
-  CK(cudaFree(p.X));
-  CK(cudaFree(p.P));
-  CK(cudaFree(p.B));
-  CK(cudaFree(p.U));
-  CK(cudaFree(p.Y));
-  if (p.ref) CK(cudaFree(p.ref));
 }
 
 int check(bool f16, int sms) {

@@ -1,0 +1,192 @@
+// splitk_probe.cu: where a prefill launch's time goes on the narrow shapes
+// at 128–1,024 tokens, plan by plan (kernels/cuda/spmm_wg.cuh, unsplit or
+// split K in clusters), beside dense cuBLASLt and beside an empty kernel
+// launched exactly as the plan is (grid, clusters, block, shared memory).
+//
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/splitk \
+//     tools/probes/splitk_probe.cu -lcublasLt -lcuda && /tmp/splitk [f16]
+//
+// Per plan, one line: dense, ours and the two empty launches (returning at
+// once; passing two cluster barriers), median µs of 7 batches of 20 behind
+// a large copy (probe_time.cuh), and ‖ours − ref‖/‖ref‖ of the f32 output
+// against the tiled mma.sp kernel. Then the trace of one launch behind a
+// large copy: per point of spmm_wg.cuh's SFS_SPMM_TRACE (0 entry, 1
+// barriers set up, 2 first stage landed, 3 products done, 4 sums
+// published, 5 stores done), min/median/max over the CTAs in µs after the
+// first CTA's entry (probe_trace.cuh). The plans are those the planner
+// picks (docs/bench-h200-prefill.md) and their neighbours.
+#include "probe_trace.cuh"  // SFS_SPMM_TRACE, before the kernel header
+
+#include <cublasLt.h>
+#include <cuda.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "probe_dense.cuh"
+#include "probe_spmm.cuh"
+#include "probe_time.cuh"
+
+template <typename T, int NWG, int BN, bool kSplit>
+__global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, 1)
+    plan_kernel(void* Y, const __grid_constant__ TensorMap tx, const __grid_constant__ TensorMap tp,
+                const __grid_constant__ TensorMap tu, int M, int N, int K, const uint16_t* B, int out, int S) {
+  sfs::spmm_wg::kernel<T, NWG, BN, kSplit>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K, S);
+}
+
+// empty_kernel returns at once, or (barriers) after two cluster barriers,
+// as split K's sum passes them.
+template <bool kBarriers>
+__global__ void empty_kernel(int) {
+  if (kBarriers) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  }
+}
+
+// Plan is a launch of the prefill kernel: tile (NWG consumer warpgroups,
+// BN tokens) and splits S of K for an M × N × K product.
+struct Plan {
+  int N, K, M, NWG, BN, S;
+  const char* note;
+};
+
+// Launch holds a plan's launch configuration and tensor maps.
+struct Launch {
+  dim3 grid, block;
+  int smem, S;
+  TensorMap tx, tp, tu;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg(cudaStream_t st) {
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid;
+    c.blockDim = block;
+    c.dynamicSmemBytes = smem;
+    c.stream = st;
+    c.attrs = &attr;
+    c.numAttrs = S > 1 ? 1 : 0;
+    return c;
+  }
+};
+
+template <typename T, int NWG, int BN>
+Launch prepare(const Problem& p, int S, int sms) {
+  using Sh = sfs::spmm_wg::Shape<NWG, BN>;
+  CK(cudaFuncSetAttribute(plan_kernel<T, NWG, BN, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmem));
+  CK(cudaFuncSetAttribute(plan_kernel<T, NWG, BN, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmem));
+  CK(cudaFuncSetAttribute(empty_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmem));
+  CK(cudaFuncSetAttribute(empty_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmem));
+  const long units = static_cast<long>((p.M + BN - 1) / BN) * ((p.N + Sh::kRows - 1) / Sh::kRows) * S;
+  Launch l;
+  l.grid = dim3(static_cast<unsigned>(S > 1 ? units : std::min<long>(units, sms)));
+  l.block = dim3(Sh::kThreads);
+  l.smem = Sh::kSmem;
+  l.S = S;
+  l.tx = encode(p.X, 2, p.K, p.M, 64, BN, CU_TENSOR_MAP_SWIZZLE_128B);
+  l.tp = encode(p.P, 2, p.K / 2, p.N, 32, Sh::kRows, CU_TENSOR_MAP_SWIZZLE_64B);
+  l.tu = encode(p.U, 4, p.N, p.K / 32, Sh::kRows, 2, CU_TENSOR_MAP_SWIZZLE_NONE);
+  l.attr.id = cudaLaunchAttributeClusterDimension;
+  l.attr.val.clusterDim.x = S;
+  l.attr.val.clusterDim.y = 1;
+  l.attr.val.clusterDim.z = 1;
+  return l;
+}
+
+template <typename T, int NWG, int BN>
+void run(Launch& l, const Problem& p, const uint16_t* bias, int out) {
+  cudaLaunchConfig_t c = l.cfg(0);
+  auto fn = l.S > 1 ? plan_kernel<T, NWG, BN, true> : plan_kernel<T, NWG, BN, false>;
+  CK(cudaLaunchKernelEx(&c, fn, p.Y, l.tx, l.tp, l.tu, p.M, p.N, p.K, bias, out, l.S));
+}
+
+void run_empty(Launch& l, bool barriers) {
+  cudaLaunchConfig_t c = l.cfg(0);
+  CK(cudaLaunchKernelEx(&c, barriers ? empty_kernel<true> : empty_kernel<false>, 0));
+}
+
+// relerr is ‖got − ref‖/‖ref‖ of the f32 outputs of p.
+double relerr(const Problem& p) {
+  const size_t n = static_cast<size_t>(p.M) * p.N;
+  std::vector<float> ref(n), got(n);
+  CK(cudaMemcpy(ref.data(), p.ref, n * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(got.data(), p.Y, n * 4, cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(got[i]) - ref[i];
+    num += std::isfinite(got[i]) ? d * d : 1e30;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+template <typename T, int NWG, int BN>
+void probe(const Plan& pl, const Problem& p, Dense& d, const uint16_t* Wd, const Busy& busy, int sms) {
+  Launch l = prepare<T, NWG, BN>(p, pl.S, sms);
+  CK(cudaMemset(p.Y, 0xFF, static_cast<size_t>(p.M) * p.N * 4));
+  run<T, NWG, BN>(l, p, nullptr, 0);
+  CK(cudaDeviceSynchronize());
+  const double err = relerr(p);
+  const float tdense = timeit(busy, [&](int) { d.run(p.Y, p.X, Wd); });
+  const float tours = timeit(busy, [&](int) { run<T, NWG, BN>(l, p, p.B, 1); });
+  const float tempty = timeit(busy, [&](int) { run_empty(l, false); });
+  const float tbar = timeit(busy, [&](int) { run_empty(l, true); });
+  printf("%5dx%-5d M=%4d r%d t%-3d s%d  grid %3u: dense %6.2f  ours %6.2f (%.2fx)  empty %5.2f  barriers %5.2f  "
+         "rel %.1e %s  %s\n",
+         pl.N, pl.K, pl.M, 128 * NWG, BN, pl.S, l.grid.x, tdense, tours, tdense / tours, tempty, tbar, err,
+         err < 1e-5 ? "ok" : "FAIL", pl.note);
+  queue_busy(busy);
+  run<T, NWG, BN>(l, p, p.B, 1);
+  CK(cudaDeviceSynchronize());
+  printf("  trace");
+  print_trace(static_cast<int>(l.grid.x));
+  fflush(stdout);
+}
+
+template <typename T>
+int probe_all(int sms) {
+  const Plan plans[] = {
+      {1024, 4096, 128, 1, 64, 6, "8B k/v, planned"},    {1024, 4096, 128, 1, 64, 4, ""},
+      {1024, 4096, 128, 1, 64, 1, "unsplit"},            {1024, 4096, 128, 1, 128, 8, ""},
+      {1024, 4096, 256, 1, 128, 5, "8B k/v, planned"},   {1024, 4096, 512, 2, 128, 6, "8B k/v, planned"},
+      {1024, 4096, 1024, 1, 64, 1, "8B k/v, planned"},   {4096, 4096, 128, 2, 128, 4, "8B q/o, planned"},
+      {4096, 4096, 128, 1, 64, 1, "unsplit"},            {4096, 4096, 256, 1, 64, 1, "8B q/o, planned"},
+      {1024, 8192, 128, 1, 64, 6, "70B k/v, planned"},   {1024, 8192, 512, 2, 128, 6, "70B k/v, planned"},
+  };
+  std::mt19937 rng(7);
+  cublasLtHandle_t lt;
+  LT(cublasLtCreate(&lt));
+  void* ws;
+  const size_t wsb = 32 << 20;
+  CK(cudaMalloc(&ws, wsb));
+  Busy busy = make_busy(256 << 20);
+  const bool f16 = std::is_same<T, sfs::F16>::value;
+  for (const Plan& pl : plans) {
+    Problem p = make(rng, f16, pl.M, pl.N, pl.K, true);
+    uint16_t* Wd;
+    CK(cudaMalloc(&Wd, static_cast<size_t>(pl.N) * pl.K * 2));
+    CK(cudaMemset(Wd, 0x3c, static_cast<size_t>(pl.N) * pl.K * 2));
+    Dense d(lt, ws, wsb, f16 ? CUDA_R_16F : CUDA_R_16BF, f16 ? CUDA_R_16F : CUDA_R_16BF, pl.M, pl.N, pl.K);
+    if (pl.NWG == 1 && pl.BN == 64) probe<T, 1, 64>(pl, p, d, Wd, busy, sms);
+    if (pl.NWG == 1 && pl.BN == 128) probe<T, 1, 128>(pl, p, d, Wd, busy, sms);
+    if (pl.NWG == 2 && pl.BN == 128) probe<T, 2, 128>(pl, p, d, Wd, busy, sms);
+    if (pl.NWG == 2 && pl.BN == 192) probe<T, 2, 192>(pl, p, d, Wd, busy, sms);
+    CK(cudaFree(Wd));
+    release(p);
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const bool f16 = argc > 1 && !strcmp(argv[1], "f16");
+  int dev = 0, sms = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, dev));
+  printf("%s, %d SMs, %s\n", prop.name, sms, f16 ? "f16" : "bf16");
+  return f16 ? probe_all<sfs::F16>(sms) : probe_all<sfs::BF16>(sms);
+}
