@@ -264,12 +264,6 @@ __device__ __forceinline__ void tma2d(uint32_t dst, const TensorMap& tm, int c0,
       : "memory");
 }
 
-// prefetch_map brings tensor map tm (a __grid_constant__ parameter) into
-// the copy engine's descriptor cache ahead of its first copy.
-__device__ __forceinline__ void prefetch_map(const TensorMap& tm) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tm)) : "memory");
-}
-
 // produce is the producer's loop, run by one thread: every stage of every
 // tile of the CTA, in order, into ring slot q % ST: it waits for the
 // slot's `empty` phase, announces the stage's bytes on its `full`
@@ -535,13 +529,6 @@ __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, cons
   const uint32_t bars = base + ST * S::kStageBytes;  // full[ST], then empty[ST]
   const int tid = threadIdx.x;
   SFS_SPMM_TRACE(0);
-  if (tid == 128 * NWG) {
-    // The producer's tensor maps fetched while the barriers are set up,
-    // not at its first copy.
-    prefetch_map(tx);
-    prefetch_map(tp);
-    prefetch_map(tu);
-  }
   if (tid == 0) {
     for (int i = 0; i < ST; ++i) {
       gemv::mbar_init(bars + 8 * i, 1);                 // full: the producer's expect, then the bytes
