@@ -111,10 +111,12 @@ struct Shape {
   static constexpr int kMetaBytes = 2 * kRows * 4;
   static constexpr int kStageBytes = kBBytes + kABytes + kMetaBytes;
   static_assert(kStageBytes % 1024 == 0, "stages keep B 1024-byte aligned");
-  // Ring depth: as many stages as 227 KB hold beside the alignment slack
-  // and the barriers, at most 8.
-  static constexpr int kFit = (232448 - 1024 - 128) / kStageBytes;
-  static constexpr int kStages = kFit < 8 ? kFit : 8;
+  // Ring depth: as many stages (and their two mbarriers) as 227 KB hold
+  // beside the alignment slack. The deepest ring is fastest: a CTA's
+  // stream runs at its bytes in flight over the load latency, and a split
+  // of K is a run of a few stages that a deep ring requests at once
+  // (docs/kernels.md §2.6).
+  static constexpr int kStages = (232448 - 1024) / (kStageBytes + 16);
   static constexpr int kSmem = 1024 + kStages * kStageBytes + 16 * kStages;
 };
 
@@ -390,17 +392,21 @@ __device__ __forceinline__ void consumers_sync() {
 // cluster_sum is split K's end for consumer thread ct (128·c + 32·w +
 // lane) of a CTA of rank r among S (header: Split K): its sums acc go to
 // the ring at base, float4 (h, f) of the thread at ((h·BN/8 + f)·128·NWG
-// + ct)·16; after the cluster barrier the CTA adds, for each float4 e of
-// its share (the r-th S-th of the tile's, in that layout), the S CTAs'
-// in rank order and stores the four values: thread (c, w, lane) of the
-// layout, h and f give rows 128c + 64h + 16w + lane/4 (+ 8) and tokens
-// 8f + 2·(lane % 4) (+ 1) of the tile at (m0, n0).
+// + ct)·16; after the cluster barrier the CTA adds its share of the
+// tile (the r-th S-th of its runs, below) from the S CTAs' rings, in rank
+// order, and stores it. A run is the 8 float4s (h, f) of the lanes 4g +
+// tig (g = 0 … 7) of one warp (c, w): rows 128c + 64h + 16w + g in .x and
+// .y, those + 8 in .z and .w, for tokens 8f + 2·tig in .x and .z, + 1 in
+// .y and .w of the tile at (m0, n0), so that each token's 8 rows go out
+// in one store (put8).
 template <typename T, int NWG, int BN>
 __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2][BN / 2], uint32_t base, int r,
                                             int S, int m0, int n0, int M, int N, int ct) {
   constexpr int kF = BN / 8;
   constexpr int kThreads = 128 * NWG;
+  constexpr int kWarps = kThreads / 32;
   constexpr int kAll = 2 * kF * kThreads;  // float4s of the tile
+  constexpr int kRuns = kAll / 8;
   static_assert(kAll * 16 <= Shape<NWG, BN>::kStages * Shape<NWG, BN>::kStageBytes, "the sums fit in the ring");
   consumers_sync<NWG>();  // every warpgroup's products have read the ring
 #pragma unroll
@@ -413,32 +419,50 @@ __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2
   cluster_arrive_release();
   cluster_wait_acquire();
   SFS_SPMM_TRACE(4);
-  const int share = (kAll + S - 1) / S;
-  const int lo = r * share, hi = min(kAll, lo + share);
-  for (int e = lo + ct; e < hi; e += kThreads) {
-    const uint32_t at = base + e * 16;
-    float4 v[kMaxSplits];
+  const int share = (kRuns + S - 1) / S;
+  const int lo = r * share, hi = min(kRuns, lo + share);
+  for (int run = lo + ct; run < hi; run += kThreads) {
+    // run = (slot·kWarps + warp)·4 + tig, slot = h·kF + f; float4 g of
+    // the run is the layout's float4 of lane 4g + tig.
+    const int tig = run & 3, wi = (run >> 2) % kWarps, slot = (run >> 2) / kWarps;
+    const int h = slot / kF, f = slot % kF;
+    const uint32_t at = base + (slot * kThreads + 32 * wi + tig) * 16;  // g = 0; g adds 64 bytes
+    float4 sum[8];
+    {
+      const uint32_t a = gemv::map_rank(at, 0);
 #pragma unroll
-    for (int s = 0; s < kMaxSplits; ++s) {
-      if (s < S) v[s] = ld_dsmem4(gemv::map_rank(at, s));
+      for (int g = 0; g < 8; ++g) sum[g] = ld_dsmem4(a + 64 * g);
     }
-    float4 sum = v[0];
 #pragma unroll
     for (int s = 1; s < kMaxSplits; ++s) {
-      if (s < S) sum.x += v[s].x, sum.y += v[s].y, sum.z += v[s].z, sum.w += v[s].w;
-    }
-    // The layout's thread, product and float4 of e.
-    const int t = e % kThreads, slot = e / kThreads, h = slot / kF, f = slot % kF;
-    const int c = t >> 7, w = (t >> 5) & 3, lane = t & 31;
-    const int row = n0 + 128 * c + 64 * h + 16 * w + (lane >> 2), tok = m0 + 8 * f + 2 * (lane & 3);
-    const float vals[4] = {sum.x, sum.y, sum.z, sum.w};
+      if (s < S) {
+        const uint32_t a = gemv::map_rank(at, s);
+        float4 v[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int rr = row + 8 * (i >> 1), tt = tok + (i & 1);
-      if (rr < N && tt < M) {
-        const float b = out.bias != nullptr ? to_f32(T{}, out.bias[rr]) : 0.f;
-        gemv::put1<T>(out, static_cast<size_t>(tt) * N + rr, vals[i] + b);
+        for (int g = 0; g < 8; ++g) v[g] = ld_dsmem4(a + 64 * g);
+#pragma unroll
+        for (int g = 0; g < 8; ++g) sum[g].x += v[g].x, sum[g].y += v[g].y, sum[g].z += v[g].z, sum[g].w += v[g].w;
       }
+    }
+    const int row = n0 + 128 * (wi >> 2) + 64 * h + 16 * (wi & 3), tok = m0 + 8 * f + 2 * tig;
+    if (row >= N) continue;  // the 16-row block is inside N or past it as a whole
+    float b[16] = {};
+    if (out.bias != nullptr) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) b[i] = to_f32(T{}, out.bias[row + i]);
+    }
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      if (tok + t >= M) continue;
+      float lo8[8], hi8[8];
+#pragma unroll
+      for (int g = 0; g < 8; ++g) {
+        lo8[g] = (t == 0 ? sum[g].x : sum[g].y) + b[g];
+        hi8[g] = (t == 0 ? sum[g].z : sum[g].w) + b[8 + g];
+      }
+      const size_t e = static_cast<size_t>(tok + t) * N + row;
+      gemv::put8<T>(out, e, lo8);
+      gemv::put8<T>(out, e + 8, hi8);
     }
   }
   __syncwarp();               // the warp converged for the aligned barrier
@@ -469,6 +493,9 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     tl.at(u / nsplit, BN, R, m0, n0);
     const Splits sp(nk, nsplit, u % nsplit);
     const int r0 = n0 + 128 * c + 16 * w;  // the warp's first row of product 0
+    // The tile's bias in L1 by the stores: warp 4c + w asks for 32-row
+    // block 4c + w of the tile's R / 32 (nothing without a bias).
+    if (n0 + 32 * (4 * c + w) < N) gemv::prefetch_bias(out, n0 / 32 + 4 * c + w, lane);
     const bool live[2] = {r0 < N, r0 + 64 < N};
     float acc[2][BN / 2];
 #pragma unroll

@@ -6,10 +6,11 @@
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/splitk \
 //     tools/probes/splitk_probe.cu -lcublasLt -lcuda && /tmp/splitk [f16]
 //
-// Per plan, one line: dense, ours and the two empty launches (returning at
-// once; passing two cluster barriers), median µs of 7 batches of 20 behind
-// a large copy (probe_time.cuh), and ‖ours − ref‖/‖ref‖ of the f32 output
-// against the tiled mma.sp kernel. Then the trace of one launch behind a
+// Per plan, one line: dense, ours (bf16 out, no bias, as bench times it),
+// ours with a bias, and the two empty launches (returning at once; passing
+// two cluster barriers), median µs of 7 batches of 20 behind a large copy
+// (probe_time.cuh), and ‖ours − ref‖/‖ref‖ of the f32 output against the
+// tiled mma.sp kernel. Then the trace of one launch (no bias) behind a
 // large copy: per point of spmm_wg.cuh's SFS_SPMM_TRACE (0 entry, 1
 // barriers set up, 2 first stage landed, 3 products done, 4 sums
 // published, 5 stores done), min/median/max over the CTAs in µs after the
@@ -131,15 +132,16 @@ void probe(const Plan& pl, const Problem& p, Dense& d, const uint16_t* Wd, const
   CK(cudaDeviceSynchronize());
   const double err = relerr(p);
   const float tdense = timeit(busy, [&](int) { d.run(p.Y, p.X, Wd); });
-  const float tours = timeit(busy, [&](int) { run<T, NWG, BN>(l, p, p.B, 1); });
+  const float tours = timeit(busy, [&](int) { run<T, NWG, BN>(l, p, nullptr, 1); });
+  const float tbias = timeit(busy, [&](int) { run<T, NWG, BN>(l, p, p.B, 1); });
   const float tempty = timeit(busy, [&](int) { run_empty(l, false); });
   const float tbar = timeit(busy, [&](int) { run_empty(l, true); });
-  printf("%5dx%-5d M=%4d r%d t%-3d s%d  grid %3u: dense %6.2f  ours %6.2f (%.2fx)  empty %5.2f  barriers %5.2f  "
-         "rel %.1e %s  %s\n",
-         pl.N, pl.K, pl.M, 128 * NWG, BN, pl.S, l.grid.x, tdense, tours, tdense / tours, tempty, tbar, err,
+  printf("%5dx%-5d M=%4d r%d t%-3d s%d  grid %3u: dense %6.2f  ours %6.2f (%.2fx)  bias %6.2f  empty %5.2f  "
+         "barriers %5.2f  rel %.1e %s  %s\n",
+         pl.N, pl.K, pl.M, 128 * NWG, BN, pl.S, l.grid.x, tdense, tours, tdense / tours, tbias, tempty, tbar, err,
          err < 1e-5 ? "ok" : "FAIL", pl.note);
   queue_busy(busy);
-  run<T, NWG, BN>(l, p, p.B, 1);
+  run<T, NWG, BN>(l, p, nullptr, 1);
   CK(cudaDeviceSynchronize());
   printf("  trace");
   print_trace(static_cast<int>(l.grid.x));
@@ -155,6 +157,8 @@ int probe_all(int sms) {
       {1024, 4096, 1024, 1, 64, 1, "8B k/v, planned"},   {4096, 4096, 128, 2, 128, 4, "8B q/o, planned"},
       {4096, 4096, 128, 1, 64, 1, "unsplit"},            {4096, 4096, 256, 1, 64, 1, "8B q/o, planned"},
       {1024, 8192, 128, 1, 64, 6, "70B k/v, planned"},   {1024, 8192, 512, 2, 128, 6, "70B k/v, planned"},
+      {1024, 4096, 2048, 1, 128, 1, "8B k/v, planned"},  {4096, 4096, 512, 1, 128, 1, "8B q/o, planned"},
+      {4096, 4096, 1024, 1, 64, 1, ""},
   };
   std::mt19937 rng(7);
   cublasLtHandle_t lt;
