@@ -51,9 +51,14 @@
 //
 // Results. Accumulator d[4j + i] of product h of a consumer thread (g =
 // lane / 4, tig = lane % 4) is row 128c + 64h + 16w + g + 8·(i / 2),
-// token 8j + 2·tig + i % 2 of the tile; each is stored through Out as the
-// decode kernels store theirs: plus the bias where there is one, as f32
-// or rounded to the element type.
+// token 8j + 2·tig + i % 2 of the tile. A warp stores them 16 tokens at
+// a time (store16): an 8 × 8 transpose through shuffles gives each lane 8
+// consecutive rows of one token, which it stores in one 16-byte store
+// beside the lane with the other 8 rows of the sector, plus the bias
+// where there is one (its lines prefetched into L1 when the unit
+// starts), as f32 or rounded to the element type. Scalar stores, two
+// rows of a sector apart, timed about 2 µs a tile on an H200
+// (splitk_probe.cu).
 //
 // Split K (S > 1, the entry points built with kSplit). The S splits of
 // a tile are the S CTAs of one cluster (cluster rank = split), one unit
@@ -111,12 +116,11 @@ struct Shape {
   static constexpr int kMetaBytes = 2 * kRows * 4;
   static constexpr int kStageBytes = kBBytes + kABytes + kMetaBytes;
   static_assert(kStageBytes % 1024 == 0, "stages keep B 1024-byte aligned");
-  // Ring depth: as many stages (and their two mbarriers) as 227 KB hold
-  // beside the alignment slack. The deepest ring is fastest: a CTA's
-  // stream runs at its bytes in flight over the load latency, and a split
-  // of K is a run of a few stages that a deep ring requests at once
-  // (docs/kernels.md §2.6).
-  static constexpr int kStages = (232448 - 1024) / (kStageBytes + 16);
+  // Ring depth: as many stages as 227 KB hold beside the alignment slack
+  // and the barriers, at most 8 (13 slots of r128 t64 and 9 of r128 t128
+  // timed slower on an H200: splitk_probe.cu).
+  static constexpr int kFit = (232448 - 1024 - 128) / kStageBytes;
+  static constexpr int kStages = kFit < 8 ? kFit : 8;
   static constexpr int kSmem = 1024 + kStages * kStageBytes + 16 * kStages;
 };
 
@@ -338,24 +342,60 @@ __device__ __forceinline__ void stage(float (&acc)[2][BN / 2], uint32_t (&e)[2][
   if (!first) gemv::mbar_arrive(bars + 8 * (ST + (q + ST - 1) % ST));
 }
 
-// store_sums stores product h's sums v of the warp (the accumulator
-// layout above) for its rows row0 and row0 + 8 (lane's g added), tokens
-// m0 + … past M left out.
-template <typename T, int BN>
-__device__ __forceinline__ void store_sums(const Out& out, const float (&v)[BN / 2], int row0, int m0, int M, int N,
-                                           int tig) {
-  float bias[2] = {};
-  if (out.bias != nullptr) {
-    bias[0] = to_f32(T{}, out.bias[row0]);
-    bias[1] = to_f32(T{}, out.bias[row0 + 8]);
-  }
+// store16 stores the warp's sums a of 16 rows (r0 …) by 16 tokens (tok0
+// …), lane (g, tig) holding a[4jj + 2hh + e]: row r0 + g + 8hh, token
+// tok0 + 8jj + 2·tig + e (the accumulators of two token groups), in full
+// 32-byte sectors: three rounds of exchanges among the 8 lanes of each
+// tig (an 8 × 8 transpose) leave lane (g, tig) with rows r0 + 8hh … + 7
+// of token tok0 + 8jj + 2·tig + e, where g = 4jj + 2hh + e, which it
+// stores at once (put8: 16 bytes of T, the other 16 of the sector from
+// lane g ^ 2 in the same instruction), plus b (that row half's bias: bias8).
+// Tokens past M are left out. Every lane of the warp takes part.
+template <typename T>
+__device__ __forceinline__ void store16(const Out& out, float (&a)[8], const float (&b)[2][8], int r0, int tok0, int M,
+                                        int N, int lane) {
+  const int g = lane >> 2, tig = lane & 3;
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
+  for (int bit = 1; bit < 8; bit <<= 1) {
+    const bool hi = (g & bit) != 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int tok = m0 + 8 * j + 2 * tig + (i & 1);
-      if (tok < M) gemv::put1<T>(out, static_cast<size_t>(tok) * N + row0 + 8 * (i >> 1), v[4 * j + i] + bias[i >> 1]);
+    for (int q = 0; q < 8; ++q) {
+      if (q & bit) continue;
+      const float y = __shfl_sync(0xFFFFFFFFu, hi ? a[q] : a[q ^ bit], lane ^ (bit << 2));
+      a[q] = hi ? y : a[q];
+      a[q ^ bit] = hi ? a[q ^ bit] : y;
     }
+  }
+  const int hh = (g >> 1) & 1, tok = tok0 + 8 * (g >> 2) + 2 * tig + (g & 1);
+  if (tok >= M) return;
+  float v[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) v[q] = a[q] + b[hh][q];
+  gemv::put8<T>(out, static_cast<size_t>(tok) * N + r0 + 8 * hh, v);
+}
+
+// bias8 returns in b[hh][q] the bias of rows r0 + 8hh + q (q < 8) of out,
+// zeros without one.
+template <typename T>
+__device__ __forceinline__ void bias8(const Out& out, int r0, float (&b)[2][8]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) b[i >> 3][i & 7] = out.bias != nullptr ? to_f32(T{}, out.bias[r0 + i]) : 0.f;
+}
+
+// store_sums stores product h's sums v of the warp (the accumulator
+// layout above: rows r0 + g (+ 8), tokens m0 + 8j + 2·tig (+ 1)), two
+// token groups at a time through store16; tokens past M left out.
+template <typename T, int BN>
+__device__ __forceinline__ void store_sums(const Out& out, const float (&v)[BN / 2], int r0, int m0, int M, int N,
+                                           int lane) {
+  float b[2][8];
+  bias8<T>(out, r0, b);
+#pragma unroll
+  for (int p = 0; p < BN / 16; ++p) {
+    float a[8];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) a[q] = v[8 * p + q];
+    store16<T>(out, a, b, r0, m0 + 16 * p, M, N, lane);
   }
 }
 
@@ -392,21 +432,20 @@ __device__ __forceinline__ void consumers_sync() {
 // cluster_sum is split K's end for consumer thread ct (128·c + 32·w +
 // lane) of a CTA of rank r among S (header: Split K): its sums acc go to
 // the ring at base, float4 (h, f) of the thread at ((h·BN/8 + f)·128·NWG
-// + ct)·16; after the cluster barrier the CTA adds its share of the
-// tile (the r-th S-th of its runs, below) from the S CTAs' rings, in rank
-// order, and stores it. A run is the 8 float4s (h, f) of the lanes 4g +
-// tig (g = 0 … 7) of one warp (c, w): rows 128c + 64h + 16w + g in .x and
-// .y, those + 8 in .z and .w, for tokens 8f + 2·tig in .x and .z, + 1 in
-// .y and .w of the tile at (m0, n0), so that each token's 8 rows go out
-// in one store (put8).
+// + ct)·16; after the cluster barrier each warp of the CTA takes runs of
+// its share (the r-th S-th of the tile's runs): run (h, p, wi) is the
+// float4s (h, 2p) and (h, 2p + 1) of the 32 threads of warp wi = 4c + w,
+// which lane L loads from each of the S CTAs, adds in rank order, and
+// stores as thread wi·32 + L would have (store16: rows 128c + 64h + 16w
+// …, tokens 16p … of the tile at (m0, n0)).
 template <typename T, int NWG, int BN>
 __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2][BN / 2], uint32_t base, int r,
                                             int S, int m0, int n0, int M, int N, int ct) {
   constexpr int kF = BN / 8;
   constexpr int kThreads = 128 * NWG;
   constexpr int kWarps = kThreads / 32;
-  constexpr int kAll = 2 * kF * kThreads;  // float4s of the tile
-  constexpr int kRuns = kAll / 8;
+  constexpr int kAll = 2 * kF * kThreads;   // float4s of the tile
+  constexpr int kRuns = kF * kWarps;        // (h, p, wi)
   static_assert(kAll * 16 <= Shape<NWG, BN>::kStages * Shape<NWG, BN>::kStageBytes, "the sums fit in the ring");
   consumers_sync<NWG>();  // every warpgroup's products have read the ring
 #pragma unroll
@@ -421,49 +460,33 @@ __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2
   SFS_SPMM_TRACE(4);
   const int share = (kRuns + S - 1) / S;
   const int lo = r * share, hi = min(kRuns, lo + share);
-  for (int run = lo + ct; run < hi; run += kThreads) {
-    // run = (slot·kWarps + warp)·4 + tig, slot = h·kF + f; float4 g of
-    // the run is the layout's float4 of lane 4g + tig.
-    const int tig = run & 3, wi = (run >> 2) % kWarps, slot = (run >> 2) / kWarps;
-    const int h = slot / kF, f = slot % kF;
-    const uint32_t at = base + (slot * kThreads + 32 * wi + tig) * 16;  // g = 0; g adds 64 bytes
-    float4 sum[8];
-    {
-      const uint32_t a = gemv::map_rank(at, 0);
+  const int lane = ct & 31;
+  for (int run = lo + (ct >> 5); run < hi; run += kWarps) {  // the same for the whole warp
+    const int wi = run % kWarps, hp = run / kWarps, h = hp / (kF / 2), p = hp % (kF / 2);
+    const uint32_t at = base + ((h * kF + 2 * p) * kThreads + 32 * wi + lane) * 16;  // float4 (h, 2p); + kThreads·16: 2p + 1
+    float4 v0[kMaxSplits], v1[kMaxSplits];
 #pragma unroll
-      for (int g = 0; g < 8; ++g) sum[g] = ld_dsmem4(a + 64 * g);
+    for (int s = 0; s < kMaxSplits; ++s) {
+      if (s < S) {
+        const uint32_t a = gemv::map_rank(at, s);
+        v0[s] = ld_dsmem4(a);
+        v1[s] = ld_dsmem4(a + kThreads * 16);
+      }
     }
+    float4 x = v0[0], y = v1[0];
 #pragma unroll
     for (int s = 1; s < kMaxSplits; ++s) {
       if (s < S) {
-        const uint32_t a = gemv::map_rank(at, s);
-        float4 v[8];
-#pragma unroll
-        for (int g = 0; g < 8; ++g) v[g] = ld_dsmem4(a + 64 * g);
-#pragma unroll
-        for (int g = 0; g < 8; ++g) sum[g].x += v[g].x, sum[g].y += v[g].y, sum[g].z += v[g].z, sum[g].w += v[g].w;
+        x.x += v0[s].x, x.y += v0[s].y, x.z += v0[s].z, x.w += v0[s].w;
+        y.x += v1[s].x, y.y += v1[s].y, y.z += v1[s].z, y.w += v1[s].w;
       }
     }
-    const int row = n0 + 128 * (wi >> 2) + 64 * h + 16 * (wi & 3), tok = m0 + 8 * f + 2 * tig;
-    if (row >= N) continue;  // the 16-row block is inside N or past it as a whole
-    float b[16] = {};
-    if (out.bias != nullptr) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) b[i] = to_f32(T{}, out.bias[row + i]);
-    }
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      if (tok + t >= M) continue;
-      float lo8[8], hi8[8];
-#pragma unroll
-      for (int g = 0; g < 8; ++g) {
-        lo8[g] = (t == 0 ? sum[g].x : sum[g].y) + b[g];
-        hi8[g] = (t == 0 ? sum[g].z : sum[g].w) + b[8 + g];
-      }
-      const size_t e = static_cast<size_t>(tok + t) * N + row;
-      gemv::put8<T>(out, e, lo8);
-      gemv::put8<T>(out, e + 8, hi8);
-    }
+    const int r0 = n0 + 128 * (wi >> 2) + 64 * h + 16 * (wi & 3);
+    if (r0 >= N) continue;  // a 16-row block is inside N or past it as a whole
+    float b[2][8];
+    bias8<T>(out, r0, b);
+    float a[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+    store16<T>(out, a, b, r0, m0 + 16 * p, M, N, lane);
   }
   __syncwarp();               // the warp converged for the aligned barrier
   cluster_arrive_release();  // the CTA's sums stay until every CTA has read them
@@ -486,7 +509,6 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
   const int nk = K / 64, units = tl.count * nsplit;
   const uint32_t arows = static_cast<uint32_t>(128 * c * 64);  // the warpgroup's first A row
   const uint32_t moff = static_cast<uint32_t>(4 * (128 * c + 32 * (w >> 1) + (lane ^ ((w & 1) << 1))));
-  const int g = lane >> 2, tig = lane & 3;
   uint32_t q = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     int m0, n0;
@@ -522,7 +544,7 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (live[h]) store_sums<T, BN>(out, acc[h], r0 + 64 * h + g, m0, M, N, tig);
+      if (live[h]) store_sums<T, BN>(out, acc[h], r0 + 64 * h, m0, M, N, lane);
     }
   }
   SFS_SPMM_TRACE(5);

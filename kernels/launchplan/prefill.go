@@ -35,8 +35,9 @@ func PrefillTiles() []PrefillTile {
 
 // Geometry of the prefill kernel (spmm_wg.cuh's Shape).
 const (
-	prefillStageK  = 64     // dense columns a stage
-	prefillSmemCap = 232448 // the opt-in shared memory of sm_90, which Shape sizes its ring for
+	prefillStageK    = 64     // dense columns a stage
+	prefillMaxStages = 8      // ring slots at most
+	prefillSmemCap   = 232448 // the opt-in shared memory of sm_90, which Shape sizes its ring for
 )
 
 // Threads is the block size: the consumer warpgroups and the producer's.
@@ -46,10 +47,10 @@ func (t PrefillTile) Threads() int { return t.Rows + 128 }
 // packed values (64 bytes a row) and the meta (8 bytes a row).
 func (t PrefillTile) stageBytes() int { return t.Tokens*128 + t.Rows*64 + t.Rows*8 }
 
-// Stages is the ring depth: as many slots (each with its two mbarriers)
-// as fit beside the alignment slack.
+// Stages is the ring depth: as many slots as fit beside the alignment
+// slack and the barriers, at most prefillMaxStages.
 func (t PrefillTile) Stages() int {
-	return (prefillSmemCap - 1024) / (t.stageBytes() + 16)
+	return min(prefillMaxStages, (prefillSmemCap-1024-128)/t.stageBytes())
 }
 
 // SharedBytes is the dynamic shared memory a CTA needs: 1024 bytes of
