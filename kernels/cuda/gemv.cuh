@@ -375,21 +375,6 @@ __device__ __forceinline__ void put4(const Out& o, size_t e, const float4& v) {
   }
 }
 
-// put8 is put1 of elements e … e+7 of the values v (e a multiple of 8:
-// two 16-byte stores of f32, or one of T).
-template <typename T>
-__device__ __forceinline__ void put8(const Out& o, size_t e, const float (&v)[8]) {
-  if (o.kind == 0) {
-    float4* p = reinterpret_cast<float4*>(static_cast<float*>(o.y) + e);
-    p[0] = make_float4(v[0], v[1], v[2], v[3]);
-    p[1] = make_float4(v[4], v[5], v[6], v[7]);
-  } else {
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(o.y) + e) =
-        make_uint4(round16x2(T{}, v[0], v[1]), round16x2(T{}, v[2], v[3]), round16x2(T{}, v[4], v[5]),
-                   round16x2(T{}, v[6], v[7]));
-  }
-}
-
 // reduce sums the partial sums of one warp's 32 weight rows (block rb) over
 // the S slices of the workspace W[S][M][N] and stores the sums to o (the
 // bias added last, loaded once the partial sums are in). Lane

@@ -51,14 +51,9 @@
 //
 // Results. Accumulator d[4j + i] of product h of a consumer thread (g =
 // lane / 4, tig = lane % 4) is row 128c + 64h + 16w + g + 8·(i / 2),
-// token 8j + 2·tig + i % 2 of the tile. A warp stores them 16 tokens at
-// a time (store16): an 8 × 8 transpose through shuffles gives each lane 8
-// consecutive rows of one token, which it stores in one 16-byte store
-// beside the lane with the other 8 rows of the sector, plus the bias
-// where there is one (its lines prefetched into L1 when the unit
-// starts), as f32 or rounded to the element type. Scalar stores, two
-// rows of a sector apart, timed about 2 µs a tile on an H200
-// (splitk_probe.cu).
+// token 8j + 2·tig + i % 2 of the tile; each is stored through Out as the
+// decode kernels store theirs: plus the bias where there is one, as f32
+// or rounded to the element type.
 //
 // Split K (S > 1, the entry points built with kSplit). The S splits of
 // a tile are the S CTAs of one cluster (cluster rank = split), one unit
@@ -117,8 +112,7 @@ struct Shape {
   static constexpr int kStageBytes = kBBytes + kABytes + kMetaBytes;
   static_assert(kStageBytes % 1024 == 0, "stages keep B 1024-byte aligned");
   // Ring depth: as many stages as 227 KB hold beside the alignment slack
-  // and the barriers, at most 8 (13 slots of r128 t64 and 9 of r128 t128
-  // timed slower on an H200: splitk_probe.cu).
+  // and the barriers, at most 8.
   static constexpr int kFit = (232448 - 1024 - 128) / kStageBytes;
   static constexpr int kStages = kFit < 8 ? kFit : 8;
   static constexpr int kSmem = 1024 + kStages * kStageBytes + 16 * kStages;
@@ -342,60 +336,24 @@ __device__ __forceinline__ void stage(float (&acc)[2][BN / 2], uint32_t (&e)[2][
   if (!first) gemv::mbar_arrive(bars + 8 * (ST + (q + ST - 1) % ST));
 }
 
-// store16 stores the warp's sums a of 16 rows (r0 …) by 16 tokens (tok0
-// …), lane (g, tig) holding a[4jj + 2hh + e]: row r0 + g + 8hh, token
-// tok0 + 8jj + 2·tig + e (the accumulators of two token groups), in full
-// 32-byte sectors: three rounds of exchanges among the 8 lanes of each
-// tig (an 8 × 8 transpose) leave lane (g, tig) with rows r0 + 8hh … + 7
-// of token tok0 + 8jj + 2·tig + e, where g = 4jj + 2hh + e, which it
-// stores at once (put8: 16 bytes of T, the other 16 of the sector from
-// lane g ^ 2 in the same instruction), plus b (that row half's bias: bias8).
-// Tokens past M are left out. Every lane of the warp takes part.
-template <typename T>
-__device__ __forceinline__ void store16(const Out& out, float (&a)[8], const float (&b)[2][8], int r0, int tok0, int M,
-                                        int N, int lane) {
-  const int g = lane >> 2, tig = lane & 3;
-#pragma unroll
-  for (int bit = 1; bit < 8; bit <<= 1) {
-    const bool hi = (g & bit) != 0;
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      if (q & bit) continue;
-      const float y = __shfl_sync(0xFFFFFFFFu, hi ? a[q] : a[q ^ bit], lane ^ (bit << 2));
-      a[q] = hi ? y : a[q];
-      a[q ^ bit] = hi ? a[q ^ bit] : y;
-    }
-  }
-  const int hh = (g >> 1) & 1, tok = tok0 + 8 * (g >> 2) + 2 * tig + (g & 1);
-  if (tok >= M) return;
-  float v[8];
-#pragma unroll
-  for (int q = 0; q < 8; ++q) v[q] = a[q] + b[hh][q];
-  gemv::put8<T>(out, static_cast<size_t>(tok) * N + r0 + 8 * hh, v);
-}
-
-// bias8 returns in b[hh][q] the bias of rows r0 + 8hh + q (q < 8) of out,
-// zeros without one.
-template <typename T>
-__device__ __forceinline__ void bias8(const Out& out, int r0, float (&b)[2][8]) {
-#pragma unroll
-  for (int i = 0; i < 16; ++i) b[i >> 3][i & 7] = out.bias != nullptr ? to_f32(T{}, out.bias[r0 + i]) : 0.f;
-}
-
 // store_sums stores product h's sums v of the warp (the accumulator
-// layout above: rows r0 + g (+ 8), tokens m0 + 8j + 2·tig (+ 1)), two
-// token groups at a time through store16; tokens past M left out.
+// layout above) for its rows row0 and row0 + 8 (lane's g added), tokens
+// m0 + … past M left out.
 template <typename T, int BN>
-__device__ __forceinline__ void store_sums(const Out& out, const float (&v)[BN / 2], int r0, int m0, int M, int N,
-                                           int lane) {
-  float b[2][8];
-  bias8<T>(out, r0, b);
+__device__ __forceinline__ void store_sums(const Out& out, const float (&v)[BN / 2], int row0, int m0, int M, int N,
+                                           int tig) {
+  float bias[2] = {};
+  if (out.bias != nullptr) {
+    bias[0] = to_f32(T{}, out.bias[row0]);
+    bias[1] = to_f32(T{}, out.bias[row0 + 8]);
+  }
 #pragma unroll
-  for (int p = 0; p < BN / 16; ++p) {
-    float a[8];
+  for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
-    for (int q = 0; q < 8; ++q) a[q] = v[8 * p + q];
-    store16<T>(out, a, b, r0, m0 + 16 * p, M, N, lane);
+    for (int i = 0; i < 4; ++i) {
+      const int tok = m0 + 8 * j + 2 * tig + (i & 1);
+      if (tok < M) gemv::put1<T>(out, static_cast<size_t>(tok) * N + row0 + 8 * (i >> 1), v[4 * j + i] + bias[i >> 1]);
+    }
   }
 }
 
@@ -411,6 +369,13 @@ __device__ __forceinline__ void cluster_arrive_release() {
 __device__ __forceinline__ void cluster_wait_acquire() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+
+// cluster_arrive_relaxed and cluster_wait are the cluster barrier's halves
+// that only wait for every thread of the cluster to arrive.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
 // ld_dsmem4 loads the 16 bytes at shared::cluster address addr.
 __device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
@@ -432,20 +397,17 @@ __device__ __forceinline__ void consumers_sync() {
 // cluster_sum is split K's end for consumer thread ct (128·c + 32·w +
 // lane) of a CTA of rank r among S (header: Split K): its sums acc go to
 // the ring at base, float4 (h, f) of the thread at ((h·BN/8 + f)·128·NWG
-// + ct)·16; after the cluster barrier each warp of the CTA takes runs of
-// its share (the r-th S-th of the tile's runs): run (h, p, wi) is the
-// float4s (h, 2p) and (h, 2p + 1) of the 32 threads of warp wi = 4c + w,
-// which lane L loads from each of the S CTAs, adds in rank order, and
-// stores as thread wi·32 + L would have (store16: rows 128c + 64h + 16w
-// …, tokens 16p … of the tile at (m0, n0)).
+// + ct)·16; after the cluster barrier the CTA adds, for each float4 e of
+// its share (the r-th S-th of the tile's, in that layout), the S CTAs'
+// in rank order and stores the four values: thread (c, w, lane) of the
+// layout, h and f give rows 128c + 64h + 16w + lane/4 (+ 8) and tokens
+// 8f + 2·(lane % 4) (+ 1) of the tile at (m0, n0).
 template <typename T, int NWG, int BN>
 __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2][BN / 2], uint32_t base, int r,
                                             int S, int m0, int n0, int M, int N, int ct) {
   constexpr int kF = BN / 8;
   constexpr int kThreads = 128 * NWG;
-  constexpr int kWarps = kThreads / 32;
-  constexpr int kAll = 2 * kF * kThreads;   // float4s of the tile
-  constexpr int kRuns = kF * kWarps;        // (h, p, wi)
+  constexpr int kAll = 2 * kF * kThreads;  // float4s of the tile
   static_assert(kAll * 16 <= Shape<NWG, BN>::kStages * Shape<NWG, BN>::kStageBytes, "the sums fit in the ring");
   consumers_sync<NWG>();  // every warpgroup's products have read the ring
 #pragma unroll
@@ -458,39 +420,41 @@ __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2
   cluster_arrive_release();
   cluster_wait_acquire();
   SFS_SPMM_TRACE(4);
-  const int share = (kRuns + S - 1) / S;
-  const int lo = r * share, hi = min(kRuns, lo + share);
-  const int lane = ct & 31;
-  for (int run = lo + (ct >> 5); run < hi; run += kWarps) {  // the same for the whole warp
-    const int wi = run % kWarps, hp = run / kWarps, h = hp / (kF / 2), p = hp % (kF / 2);
-    const uint32_t at = base + ((h * kF + 2 * p) * kThreads + 32 * wi + lane) * 16;  // float4 (h, 2p); + kThreads·16: 2p + 1
-    float4 v0[kMaxSplits], v1[kMaxSplits];
+  const int share = (kAll + S - 1) / S;
+  const int lo = r * share, hi = min(kAll, lo + share);
+  for (int e = lo + ct; e < hi; e += kThreads) {
+    const uint32_t at = base + e * 16;
+    float4 v[kMaxSplits];
 #pragma unroll
     for (int s = 0; s < kMaxSplits; ++s) {
-      if (s < S) {
-        const uint32_t a = gemv::map_rank(at, s);
-        v0[s] = ld_dsmem4(a);
-        v1[s] = ld_dsmem4(a + kThreads * 16);
-      }
+      if (s < S) v[s] = ld_dsmem4(gemv::map_rank(at, s));
     }
-    float4 x = v0[0], y = v1[0];
+    float4 sum = v[0];
 #pragma unroll
     for (int s = 1; s < kMaxSplits; ++s) {
-      if (s < S) {
-        x.x += v0[s].x, x.y += v0[s].y, x.z += v0[s].z, x.w += v0[s].w;
-        y.x += v1[s].x, y.y += v1[s].y, y.z += v1[s].z, y.w += v1[s].w;
+      if (s < S) sum.x += v[s].x, sum.y += v[s].y, sum.z += v[s].z, sum.w += v[s].w;
+    }
+    // The layout's thread, product and float4 of e.
+    const int t = e % kThreads, slot = e / kThreads, h = slot / kF, f = slot % kF;
+    const int c = t >> 7, w = (t >> 5) & 3, lane = t & 31;
+    const int row = n0 + 128 * c + 64 * h + 16 * w + (lane >> 2), tok = m0 + 8 * f + 2 * (lane & 3);
+    const float vals[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int rr = row + 8 * (i >> 1), tt = tok + (i & 1);
+      if (rr < N && tt < M) {
+        const float b = out.bias != nullptr ? to_f32(T{}, out.bias[rr]) : 0.f;
+        gemv::put1<T>(out, static_cast<size_t>(tt) * N + rr, vals[i] + b);
       }
     }
-    const int r0 = n0 + 128 * (wi >> 2) + 64 * h + 16 * (wi & 3);
-    if (r0 >= N) continue;  // a 16-row block is inside N or past it as a whole
-    float b[2][8];
-    bias8<T>(out, r0, b);
-    float a[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
-    store16<T>(out, a, b, r0, m0 + 16 * p, M, N, lane);
   }
-  __syncwarp();               // the warp converged for the aligned barrier
-  cluster_arrive_release();  // the CTA's sums stay until every CTA has read them
-  cluster_wait_acquire();
+  // The CTA's sums stay until every CTA has read them: a relaxed arrive,
+  // which orders nothing (the loads it must follow have returned their
+  // values, which the stores used), so that it does not wait for this
+  // CTA's global stores to be performed as a release would.
+  __syncwarp();  // the warp converged for the aligned barrier
+  cluster_arrive_relaxed();
+  cluster_wait();
 }
 
 // consume is consumer warpgroup c's loop (warp w, lane): every unit of
@@ -509,15 +473,13 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
   const int nk = K / 64, units = tl.count * nsplit;
   const uint32_t arows = static_cast<uint32_t>(128 * c * 64);  // the warpgroup's first A row
   const uint32_t moff = static_cast<uint32_t>(4 * (128 * c + 32 * (w >> 1) + (lane ^ ((w & 1) << 1))));
+  const int g = lane >> 2, tig = lane & 3;
   uint32_t q = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     int m0, n0;
     tl.at(u / nsplit, BN, R, m0, n0);
     const Splits sp(nk, nsplit, u % nsplit);
     const int r0 = n0 + 128 * c + 16 * w;  // the warp's first row of product 0
-    // The tile's bias in L1 by the stores: warp 4c + w asks for 32-row
-    // block 4c + w of the tile's R / 32 (nothing without a bias).
-    if (n0 + 32 * (4 * c + w) < N) gemv::prefetch_bias(out, n0 / 32 + 4 * c + w, lane);
     const bool live[2] = {r0 < N, r0 + 64 < N};
     float acc[2][BN / 2];
 #pragma unroll
@@ -544,7 +506,7 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (live[h]) store_sums<T, BN>(out, acc[h], r0 + 64 * h, m0, M, N, lane);
+      if (live[h]) store_sums<T, BN>(out, acc[h], r0 + 64 * h + g, m0, M, N, tig);
     }
   }
   SFS_SPMM_TRACE(5);

@@ -26,7 +26,8 @@
 # with $PROBE_BASE (another spmm_wg.cuh), built from that one too and run
 # in the same call. "ncu": Nsight Compute on the launches of $NCU_BENCH's
 # plans in BenchmarkGPUPrefill; with "probe" and no $NCU_BENCH, on the
-# probe's first timed launch (with the source-level stall samples); else
+# first timed launch of each probe plan in $NCU_PLANS (indices, default
+# 0), with the stall samples of every SASS instruction; else
 # on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
 # entry points). Logs land in $OUT, then in one $OUT/prefill-run.tgz (the
 # device tool brings back at most 8 files; tar xzf it, the fresh PTX is
@@ -109,10 +110,20 @@ if [[ $probe == 1 ]]; then
 fi
 
 if [[ $ncu == 1 && $probe == 1 && -z ${NCU_BENCH:-} ]]; then
-	note "ncu (splitk_probe)"
-	ncu --kernel-name regex:plan_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight --section LaunchStats \
-		--section SchedulerStats --section WarpStateStats --section SourceCounters /tmp/splitk >"$OUT/ncu.log" 2>&1 || status=1
-	grep -E 'plan_kernel|Duration|SM Busy|Compute \(SM\)|Memory Throughput|Stall|Warp Cycles|Issued' "$OUT/ncu.log" | head -40
+	# Per plan of $NCU_PLANS (the probe's indices, default 0): its first
+	# timed launch, with the warp stall samples per SASS instruction
+	# (ncu-source-PLAN.csv).
+	for plan in ${NCU_PLANS:-0}; do
+		note "ncu (splitk_probe plan $plan)"
+		SPLITK_PLANS=$plan ncu --kernel-name regex:plan_kernel --launch-skip 1 --launch-count 1 --section SpeedOfLight \
+			--section SchedulerStats --section WarpStateStats --section SourceCounters -f -o "$OUT/ncu-$plan" /tmp/splitk \
+			>"$OUT/ncu-$plan.log" 2>&1 || status=1
+		ncu -i "$OUT/ncu-$plan.ncu-rep" --page details >>"$OUT/ncu-$plan.log" 2>&1
+		ncu -i "$OUT/ncu-$plan.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu-source-$plan.csv" 2>&1 || status=1
+		grep -E 'plan_kernel|Duration|Warp Cycles|Issued' "$OUT/ncu-$plan.log" | head -8
+		head -c 600 "$OUT/ncu-source-$plan.csv"; echo
+		rm -f "$OUT/ncu-$plan.ncu-rep"
+	done
 elif [[ $ncu == 1 ]]; then
 	note "ncu"
 	# $NCU_BENCH, a -test.bench pattern of BenchmarkGPUPrefill (e.g.

@@ -15,7 +15,8 @@
 // barriers set up, 2 first stage landed, 3 products done, 4 sums
 // published, 5 stores done), min/median/max over the CTAs in µs after the
 // first CTA's entry (probe_trace.cuh). The plans are those the planner
-// picks (docs/bench-h200-prefill.md) and their neighbours.
+// picks (docs/bench-h200-prefill.md) and their neighbours; $SPLITK_PLANS
+// (indices, e.g. "0,6") runs only those, as ncu does.
 #include "probe_trace.cuh"  // SFS_SPMM_TRACE, before the kernel header
 
 #include <cublasLt.h>
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -168,7 +170,17 @@ int probe_all(int sms) {
   CK(cudaMalloc(&ws, wsb));
   Busy busy = make_busy(256 << 20);
   const bool f16 = std::is_same<T, sfs::F16>::value;
+  // SPLITK_PLANS (e.g. "0,6") runs only those plans, by index: for ncu.
+  const char* only = getenv("SPLITK_PLANS");
+  int idx = -1;
   for (const Plan& pl : plans) {
+    ++idx;
+    if (only != nullptr) {
+      char key[16];
+      snprintf(key, sizeof key, ",%d,", idx);
+      const std::string list = "," + std::string(only) + ",";
+      if (list.find(key) == std::string::npos) continue;
+    }
     Problem p = make(rng, f16, pl.M, pl.N, pl.K, true);
     uint16_t* Wd;
     CK(cudaMalloc(&Wd, static_cast<size_t>(pl.N) * pl.K * 2));
