@@ -22,9 +22,10 @@
 # summarised into $OUT/prefill-bench.txt. "python": python/tests' test_gpu
 # (needs torch and .gpu/sfsurgery, which only plans). "probe":
 # tools/probes/splitk_probe.cu (the narrow shapes' plans beside dense and
-# an empty launch, with per-CTA traces) built from this tree's kernel, and,
-# with $PROBE_BASE (another spmm_wg.cuh), built from that one too and run
-# in the same call. "ncu": Nsight Compute on the launches of $NCU_BENCH's
+# an empty launch, with per-CTA traces) built from this tree's kernel, and
+# once more from each header in $PROBE_VARIANTS in place of spmm_wg.cuh
+# (another commit's, or tools/probes/spmm_variants.py's ablations), all
+# run in the same call ($SPLITK_PLANS picks plans). "ncu": Nsight Compute on the launches of $NCU_BENCH's
 # plans in BenchmarkGPUPrefill; with "probe" and no $NCU_BENCH, on the
 # first timed launch of each probe plan in $NCU_PLANS (indices, default
 # 0), with the stall samples of every SASS instruction; else
@@ -99,14 +100,20 @@ if [[ $probe == 1 ]]; then
 	note "splitk_probe"
 	nvflags=(-gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lcublasLt -lcuda)
 	nvcc "${nvflags[@]}" -o /tmp/splitk tools/probes/splitk_probe.cu && /tmp/splitk | tee "$OUT/splitk-probe.txt" || status=1
-	if [[ -n ${PROBE_BASE:-} ]]; then
-		note "splitk_probe with $PROBE_BASE"
-		base=$(mktemp -d)
-		mkdir -p "$base/kernels" "$base/tools"
-		cp -r kernels/cuda "$base/kernels/" && cp -r tools/probes "$base/tools/" && cp "$PROBE_BASE" "$base/kernels/cuda/spmm_wg.cuh"
-		nvcc "${nvflags[@]}" -o /tmp/splitk-base "$base/tools/probes/splitk_probe.cu" && /tmp/splitk-base |
-			tee "$OUT/splitk-probe-base.txt" || status=1
-	fi
+	# Each header of $PROBE_VARIANTS in place of spmm_wg.cuh, built at once,
+	# then run one after the other: splitk-probe-NAME.txt.
+	for v in ${PROBE_VARIANTS:-}; do
+		name=$(basename "$v" .cuh) tree=/tmp/variant-$(basename "$v" .cuh)
+		mkdir -p "$tree/kernels" "$tree/tools"
+		cp -r kernels/cuda "$tree/kernels/" && cp -r tools/probes "$tree/tools/" && cp "$v" "$tree/kernels/cuda/spmm_wg.cuh"
+		nvcc "${nvflags[@]}" -o "/tmp/splitk-$name" "$tree/tools/probes/splitk_probe.cu" >"$OUT/build-$name.log" 2>&1 &
+	done
+	wait
+	for v in ${PROBE_VARIANTS:-}; do
+		name=$(basename "$v" .cuh)
+		note "splitk_probe with $v"
+		/tmp/splitk-$name | tee "$OUT/splitk-probe-$name.txt" | grep -v trace || status=1
+	done
 fi
 
 if [[ $ncu == 1 && $probe == 1 && -z ${NCU_BENCH:-} ]]; then
