@@ -54,10 +54,15 @@ note "check_ptx"
 bash tools/gpu/check_ptx.sh "$OUT/ptx"; echo "check_ptx exit $? (1: the kernel source changed since the committed PTX)"
 
 note "ptxas: the prefill entry points (sm_90a)"
-ptxas -arch=sm_90a -v "$OUT/ptx/sfsurgery_sm90a.ptx" -o /dev/null 2>&1 |
-	awk '/Compiling entry function/ { e = $0; sub(/.*function ./, "", e); sub(/. for.*/, "", e); on = e ~ /^spmm_wg/ }
-	     on && /stack frame|registers/ { sub(/^ptxas info *: */, ""); print e ": " $0 }' | tee "$OUT/ptxas-prefill.txt"
-[[ ${PIPESTATUS[0]} == 0 ]] || { echo "ptxas failed"; status=1; }
+# Registers and spills per entry point, and ptxas's wgmma advisories
+# (C7517 injected waits, C7518 serialized wgmma), which cost the products
+# their overlap (docs/kernels.md §2.6).
+ptxas -arch=sm_90a -v "$OUT/ptx/sfsurgery_sm90a.ptx" -o /dev/null >"$OUT/ptxas.log" 2>&1 || { echo "ptxas failed"; status=1; }
+awk '/Compiling entry function/ { e = $0; sub(/.*function ./, "", e); sub(/. for.*/, "", e); on = e ~ /^spmm_wg/ }
+     on && /stack frame|registers/ { sub(/^ptxas info *: */, ""); print e ": " $0 }' "$OUT/ptxas.log" | tee "$OUT/ptxas-prefill.txt"
+grep -oE "\(C751[78]\).*function '[^']*'" "$OUT/ptxas.log" | sed -E "s/\(([^)]*)\).*function '([^']*)'/\1 \2/" | sort | uniq -c |
+	tee "$OUT/ptxas-advisories.txt"
+echo "ptxas wgmma advisories: $(wc -l <"$OUT/ptxas-advisories.txt") entry point(s)"
 
 note "cluster occupancy"
 nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/cluster_occupancy tools/probes/cluster_occupancy.cu &&
