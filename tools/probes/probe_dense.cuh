@@ -1,14 +1,17 @@
 // probe_dense.cuh: Dense, the dense cuBLASLt product the standalone probes
-// time ours against (pdl_probe.cu, spmm_wg_probe.cu), set up as
+// time ours against (pdl_probe.cu, spmm_wg_probe.cu, splitk_probe.cu), set up as
 // kernels/cublaslt.go sets it up: y (n×m, of type out) = W (stored n×k,
 // transposed) · x (k×m), both of type in, f32 compute, the heuristic's
-// first algorithm; and LT, the probes' check of a cuBLASLt status.
+// first algorithm; Lt, a handle and workspace for it (make_lt); and LT, the
+// probes' check of a cuBLASLt status.
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
 
 #include <cublasLt.h>
+
+#include "probe_check.cuh"  // CK
 
 #define LT(call)                                                                  \
   do {                                                                            \
@@ -18,6 +21,21 @@
       exit(1);                                                                    \
     }                                                                             \
   } while (0)
+
+// Lt is a cuBLASLt handle and the workspace the probes give Dense.
+struct Lt {
+  cublasLtHandle_t h;
+  void* ws;
+  size_t bytes;
+};
+
+// make_lt creates a handle and a workspace of bytes bytes.
+inline Lt make_lt(size_t bytes = 32 << 20) {
+  Lt l{nullptr, nullptr, bytes};
+  LT(cublasLtCreate(&l.h));
+  CK(cudaMalloc(&l.ws, bytes));
+  return l;
+}
 
 struct Dense {
   cublasLtHandle_t h;
@@ -48,6 +66,8 @@ struct Dense {
     algo = res.algo;
     LT(cublasLtMatmulPreferenceDestroy(pref));
   }
+  Dense(const Lt& l, cudaDataType_t in, cudaDataType_t out, int m, int n, int k)
+      : Dense(l.h, l.ws, l.bytes, in, out, m, n, k) {}
   // run queues y = W·x on stream st.
   void run(void* y, const void* x, const void* w, cudaStream_t st = 0) {
     const float one = 1, zero = 0;

@@ -163,11 +163,7 @@ int probe_all(int sms) {
       {4096, 4096, 1024, 1, 64, 1, ""},
   };
   std::mt19937 rng(7);
-  cublasLtHandle_t lt;
-  LT(cublasLtCreate(&lt));
-  void* ws;
-  const size_t wsb = 32 << 20;
-  CK(cudaMalloc(&ws, wsb));
+  const Lt lt = make_lt();
   Busy busy = make_busy(256 << 20);
   const bool f16 = std::is_same<T, sfs::F16>::value;
   // SPLITK_PLANS (e.g. "0,6") runs only those plans, by index: for ncu.
@@ -185,7 +181,7 @@ int probe_all(int sms) {
     uint16_t* Wd;
     CK(cudaMalloc(&Wd, static_cast<size_t>(pl.N) * pl.K * 2));
     CK(cudaMemset(Wd, 0x3c, static_cast<size_t>(pl.N) * pl.K * 2));
-    Dense d(lt, ws, wsb, f16 ? CUDA_R_16F : CUDA_R_16BF, f16 ? CUDA_R_16F : CUDA_R_16BF, pl.M, pl.N, pl.K);
+    Dense d(lt, f16 ? CUDA_R_16F : CUDA_R_16BF, f16 ? CUDA_R_16F : CUDA_R_16BF, pl.M, pl.N, pl.K);
     if (pl.NWG == 1 && pl.BN == 64) probe<T, 1, 64>(pl, p, d, Wd, busy, sms);
     if (pl.NWG == 1 && pl.BN == 128) probe<T, 1, 128>(pl, p, d, Wd, busy, sms);
     if (pl.NWG == 2 && pl.BN == 128) probe<T, 2, 128>(pl, p, d, Wd, busy, sms);

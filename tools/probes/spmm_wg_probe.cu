@@ -135,11 +135,7 @@ int timing(bool f16, int sms) {
                 {"70b gate/up", 28672, 8192}, {"70b down", 8192, 28672}};
   const int ms[] = {256, 1024, 4096, 16384};
   const bool q = getenv("QUICK") != nullptr;
-  cublasLtHandle_t lt;
-  LT(cublasLtCreate(&lt));
-  void* ws;
-  const size_t wsb = 32 << 20;
-  CK(cudaMalloc(&ws, wsb));
+  const Lt lt = make_lt();
   Busy busy = make_busy(256 << 20);
   auto vs = f16 ? variants<sfs::F16>() : variants<sfs::BF16>();
   printf("%-12s %6s %10s", "shape", "M", "dense_us");
@@ -153,7 +149,7 @@ int timing(bool f16, int sms) {
       uint16_t* Wd;
       CK(cudaMalloc(&Wd, static_cast<size_t>(s.N) * s.K * 2));
       CK(cudaMemset(Wd, 0x3c, static_cast<size_t>(s.N) * s.K * 2));
-      Dense d(lt, ws, wsb, f16 ? CUDA_R_16F : CUDA_R_16BF, f16 ? CUDA_R_16F : CUDA_R_16BF, M, s.N, s.K);
+      Dense d(lt, f16 ? CUDA_R_16F : CUDA_R_16BF, f16 ? CUDA_R_16F : CUDA_R_16BF, M, s.N, s.K);
       const float tdense = timeit(busy, [&](int) { d.run(p.Y, p.X, Wd); });
       printf("%-12s %6d %10.1f", s.name, M, tdense);
       float best = 1e30f;
