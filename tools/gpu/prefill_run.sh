@@ -25,12 +25,12 @@
 # an empty launch, with per-CTA traces) built from this tree's kernel, and
 # once more from each header in $PROBE_VARIANTS in place of spmm_wg.cuh
 # (another commit's, or tools/probes/spmm_variants.py's ablations), all
-# run in the same call ($SPLITK_PLANS picks plans). "ncu": Nsight Compute on the launches of $NCU_BENCH's
-# plans in BenchmarkGPUPrefill; with "probe" and no $NCU_BENCH, on the
-# first timed launch of each probe plan in $NCU_PLANS (indices, default
-# 0), with the stall samples of every SASS instruction; else
-# on TestGPUPrefillOutput's launches of $NCU_KERNEL (default the split
-# entry points). Logs land in $OUT, then in one $OUT/prefill-run.tgz (the
+# run in the same call ($SPLITK_PLANS picks plans). "ncu": Nsight Compute
+# on the launches of $NCU_BENCH's plans in BenchmarkGPUPrefill; with
+# "probe" and no $NCU_BENCH, on the first timed launch of each probe plan
+# in $NCU_PLANS (indices, default 0), with the stall samples of every
+# SASS instruction; else on TestGPUPrefillOutput's launches of
+# $NCU_KERNEL (default the split entry points). Logs land in $OUT, then in one $OUT/prefill-run.tgz (the
 # device tool brings back at most 8 files; tar xzf it, the fresh PTX is
 # its ptx/); the exit status is 1 if any part failed.
 set -uo pipefail
