@@ -495,10 +495,11 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
       stage<T, NWG, BN>(acc, e1, base, bars, q + 1, arows, moff, live[0] && kc + 1 < nk, live[1] && kc + 1 < nk,
                         false);
     }
-    if (sp.count > 0) {
-      wg_wait<0>();
-      gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
-    }
+    // The wait is unconditional (a no-op without products): behind a branch,
+    // ptxas cannot prove the accumulators complete where the sums use them
+    // and serializes every wgmma of the split entry points (its C7518).
+    wg_wait<0>();
+    if (sp.count > 0) gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
     SFS_SPMM_TRACE(3);
     if (kSplit) {
       cluster_sum<T, NWG, BN>(out, acc, base, u % nsplit, nsplit, m0, n0, M, N, 128 * c + 32 * w + lane);
