@@ -26,10 +26,10 @@ type PrefillTile struct {
 // PrefillTiles returns the prefill kernel's tiles, largest first.
 func PrefillTiles() []PrefillTile {
 	return []PrefillTile{
-		{Rows: 256, Tokens: 192, StageUS: 0.571, SplitStageUS: 0.859},
-		{Rows: 256, Tokens: 128, StageUS: 0.417, SplitStageUS: 0.419},
-		{Rows: 128, Tokens: 128, StageUS: 0.212, SplitStageUS: 0.361},
-		{Rows: 128, Tokens: 64, StageUS: 0.183, SplitStageUS: 0.225},
+		{Rows: 256, Tokens: 192, StageUS: 0.610, SplitStageUS: 0.884},
+		{Rows: 256, Tokens: 128, StageUS: 0.425, SplitStageUS: 0.448},
+		{Rows: 128, Tokens: 128, StageUS: 0.242, SplitStageUS: 0.257},
+		{Rows: 128, Tokens: 64, StageUS: 0.166, SplitStageUS: 0.147},
 	}
 }
 
@@ -117,15 +117,15 @@ const MaxPrefillSplits = 8
 const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
-	prefillUnitUS = 3.597
+	prefillUnitUS = 2.331
 	// prefillSplitUS and prefillRoundUS are what splitting K adds: once,
 	// and per Tokens/32 rounds of the cluster's sum a split.
-	prefillSplitUS = 6.230
-	prefillRoundUS = 0.000
+	prefillSplitUS = 4.822
+	prefillRoundUS = 0.019
 	// prefillTrafficUS is the time per MiB that the CTAs running at once
 	// bring into shared memory a stage, over the launch's stages: a
 	// stage takes longer the more CTAs share L2 and memory bandwidth.
-	prefillTrafficUS = 0.0202
+	prefillTrafficUS = 0.0188
 )
 
 // PrefillClusterCTAs is the most CTAs of the prefill kernel (one a SM:
