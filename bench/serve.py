@@ -65,17 +65,19 @@ def projection_bytes(model):
     return total
 
 
-def generate_times(model, ids, new, warm=2, reps=3):
+def generate_times(model, ids, new, warm=2, reps=3, ttft_reps=10):
     """(time to first token, decode tokens/s, decode step time) of generate
-    on ids: the best of reps runs after warm ones (the first compiles and
-    records the CUDA graphs)."""
+    on ids after warm runs (the first compiles and records the CUDA
+    graphs): the time to first token the best of ttft_reps one-token
+    generations (cheap, and at batch 1 bound by the host's launches, whose
+    time varies from run to run), the whole generation the best of reps."""
     gen = dict(do_sample=False, cache_implementation="static")
     b = ids.shape[0]
     for _ in range(warm):
         model.generate(ids, max_new_tokens=new, min_new_tokens=new, **gen)
     torch.cuda.synchronize()
     ttft = []
-    for _ in range(reps):
+    for _ in range(ttft_reps):
         t0 = time.perf_counter()
         model.generate(ids, max_new_tokens=1, min_new_tokens=1, **gen)
         torch.cuda.synchronize()
@@ -135,7 +137,7 @@ def projection_time(mods, m, reps=50):
     return best
 
 
-def measure(models, batches, prompt, new, seed, order=("sparse", "dense", "dense", "sparse")):
+def measure(models, batches, prompt, new, seed, order=("sparse", "dense", "dense", "sparse"), ttft_reps=10):
     """Per batch and model: time to first token, decode tokens/s and step
     time (the best of the visits in order, both models loaded, so that a
     drift of the GPU's clocks hits both), the working memory generate adds
@@ -151,7 +153,7 @@ def measure(models, batches, prompt, new, seed, order=("sparse", "dense", "dense
             torch.cuda.reset_peak_memory_stats()
             warm = 2 if (name, b) not in seen else 1
             seen.add((name, b))
-            ttft, tps, step = generate_times(model, ids, new, warm=warm, reps=2)
+            ttft, tps, step = generate_times(model, ids, new, warm=warm, reps=2, ttft_reps=ttft_reps)
             work = torch.cuda.max_memory_allocated() - base
             r = rows[name].setdefault(b, dict(ttft_s=ttft, decode_tok_s=tps, step_s=step, work_bytes=work, visits=[]))
             r["visits"].append(dict(ttft_s=ttft, decode_tok_s=tps))
@@ -276,6 +278,8 @@ def main():
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ttft-reps", type=int, default=10,
+                    help="one-token generations a visit, the time to first token their best")
     ap.add_argument("--label", default="")
     ap.add_argument("--out", required=True)
     ap.add_argument("--cusparselt", action="store_true", help="also time prefill through cuSPARSELt (a second weight copy)")
@@ -283,6 +287,8 @@ def main():
                     help="also time prefill with the weight decoded to dense per call (the path without our prefill kernel)")
     ap.add_argument("--reference", action="store_true", help="also compare both models' logits with the dense model in float32")
     a = ap.parse_args()
+    if a.ttft_reps < 1:
+        ap.error(f"--ttft-reps {a.ttft_reps}: want at least 1")
     batches = [int(b) for b in a.batches.split(",")]
     try:
         driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -292,7 +298,7 @@ def main():
     env = dict(gpu=torch.cuda.get_device_name(), driver=driver,
                torch=torch.__version__, transformers=__import__("transformers").__version__,
                cuda=torch.version.cuda, sfsurgery_python=sfsurgery.__version__)
-    out = dict(schema=SCHEMA, label=a.label, sparse=a.sparse, dense=a.dense, prompt=a.prompt, new=a.new, env=env)
+    out = dict(schema=SCHEMA, label=a.label, sparse=a.sparse, dense=a.dense, prompt=a.prompt, new=a.new, ttft_reps=a.ttft_reps, env=env)
 
     for knob in ("recompile_limit", "cache_size_limit"):  # two models, several batch sizes
         if hasattr(torch._dynamo.config, knob):
@@ -306,7 +312,7 @@ def main():
         out[f"{name}_projection_bytes"] = projection_bytes(m)
     print(f"weights: sparse {out['sparse_weight_bytes'] / 2**30:.2f} GiB, dense {out['dense_weight_bytes'] / 2**30:.2f} GiB; "
           f"projections {out['sparse_projection_bytes'] / out['dense_projection_bytes']:.1%} of dense", flush=True)
-    rows = measure(dict(sparse=sparse, dense=dense), batches, a.prompt, a.new, a.seed)
+    rows = measure(dict(sparse=sparse, dense=dense), batches, a.prompt, a.new, a.seed, ttft_reps=a.ttft_reps)
     out["sparse_rows"], out["dense_rows"] = rows["sparse"], rows["dense"]
     out["sparse_prefill"] = next(m.prefill for m in sparse.modules() if isinstance(m, SparseLinear))
     for mode, asked in (("decode", a.decode_prefill), ("cusparselt", a.cusparselt)):
