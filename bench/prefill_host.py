@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""prefill_host.py: where a prompt's prefill spends its time, the host's
+launches or the GPU, for the 2:4 model against the dense model it was
+pruned from.
+
+    python3 bench/prefill_host.py --sparse DIR --dense DIR [--tokens 512]
+        [--batch 1] [--reps 20] [--top 12] [--json OUT] [--package DIR]
+
+Both checkpoints are loaded at once with transformers (the ampere one
+through the package, so its projections run our kernels) and measured
+alternately (sparse, dense, dense, sparse), each a prompt of `tokens`
+random ids × `batch`, under torch.no_grad():
+
+- forward: `model(ids, use_cache=False)`, eager, synchronized before and
+  after: the wall time;
+- host: the same forward with the GPU kept busy past its end
+  (torch.cuda._sleep, as bench/op_host.py does), so that no launch waits
+  for the GPU: the host's time to issue the forward;
+- ttft: `generate` of one new token with a static cache (the prefill as
+  bench/serve.py times the time to first token): the wall time;
+- the GPU's busy time in one forward: the device time of the kernels
+  and copies torch.profiler records in it; and the operators with the
+  most host time (self), their calls and their host µs.
+
+Each time is the median and the best of `reps` runs a visit, over both
+visits. Where the forward's wall time is its host time, the prefill is
+bound by the host's launches, and the GPU time the 2:4 products save does
+not reach the time to first token. Headline: dense's time over ours for
+each (above 1: ours faster). Needs torch, transformers, a CUDA GPU and the
+sfsurgery binary (to plan the launches: $SFSURGERY_BIN or PATH); the
+arguments, the summary and the table need none of them
+(python/tests/test_prefill_host.py).
+"""
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import time
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import op_host  # noqa: E402  (positive, write_json, sleep_rate: the same conventions)
+
+SCHEMA = "sfsurgery-prefill-host/1"
+# What is timed per model, in the table's order: (key, header).
+TIMES = [("forward", "forward"), ("host", "host"), ("ttft", "ttft")]
+# The visits, so that a drift of the host's or the GPU's speed hits both.
+ORDER = ("sparse", "dense", "dense", "sparse")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="prefill_host.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sparse", required=True, metavar="DIR", help="the ampere checkpoint")
+    ap.add_argument("--dense", required=True, metavar="DIR", help="the dense checkpoint it was pruned from")
+    ap.add_argument("--tokens", type=op_host.positive, default=512, help="prompt tokens (default 512)")
+    ap.add_argument("--batch", type=op_host.positive, default=1, help="prompts (default 1)")
+    ap.add_argument("--reps", type=op_host.positive, default=20, help="timed runs a visit (default 20)")
+    ap.add_argument("--top", type=op_host.positive, default=12, help="operators listed by host time (default 12)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
+    ap.add_argument("--package", default=op_host.PACKAGE, metavar="DIR",
+                    help="the directory to import sfsurgery from (default this repository's python/)")
+    return ap
+
+
+def summary(samples: Sequence[float]) -> Dict[str, float]:
+    """The median and the best (least) of samples, in ms."""
+    return {"median_ms": statistics.median(samples) * 1e3, "best_ms": min(samples) * 1e3}
+
+
+def ratios(models: Dict[str, dict]) -> Dict[str, Optional[float]]:
+    """Dense's median over ours for each time and the GPU's busy time
+    (None where either is missing or zero)."""
+    out: Dict[str, Optional[float]] = {}
+    s, d = models.get("sparse", {}), models.get("dense", {})
+    for key, _ in TIMES:
+        a, b = (s.get(key) or {}).get("median_ms"), (d.get(key) or {}).get("median_ms")
+        out[key] = b / a if a and b else None
+    a, b = s.get("gpu_busy_ms"), d.get("gpu_busy_ms")
+    out["gpu_busy"] = b / a if a and b else None
+    return out
+
+
+def top_ops(events: Iterable, n: int) -> List[dict]:
+    """The n profiler rows (key_averages) with the most self host time:
+    name, calls, self and total host µs."""
+    rows = [{"name": e.key, "calls": e.count, "self_host_us": e.self_cpu_time_total, "host_us": e.cpu_time_total}
+            for e in events]
+    rows.sort(key=lambda r: (-r["self_host_us"], r["name"]))
+    return rows[:n]
+
+
+def device_us(event) -> float:
+    """An averaged profiler event's self device µs (torch ≥ 2.4 names it
+    self_device_time_total, older ones self_cuda_time_total)."""
+    v = getattr(event, "self_device_time_total", None)
+    if v is None:
+        v = getattr(event, "self_cuda_time_total", 0.0)
+    return float(v or 0.0)
+
+
+def gpu_busy_ms(events: Iterable) -> float:
+    """The GPU's busy time in a profiled run, ms: the self device time of
+    the device's own events (its kernels and copies), as the profiler's
+    table totals it. The operators that launched them carry the same time
+    and are not counted again, nor are user annotations."""
+    total = 0.0
+    for e in events:
+        kind = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1]
+        if kind in ("", "CPU") or getattr(e, "is_user_annotation", False):
+            continue
+        total += device_us(e)
+    return total / 1e3
+
+
+def render(doc: dict) -> str:
+    """The results as text: per model the times (median, best), the GPU's
+    busy time, the ratios, then each model's operators with the most host
+    time."""
+    lines = [f"{doc['device']}, torch {doc['torch']}, transformers {doc['transformers']}; "
+             f"{doc['batch']} x {doc['tokens']} tokens, eager, no_grad; ms, median (best) of {doc['reps']} runs a visit"]
+    head = ["model"] + [h for _, h in TIMES] + ["GPU busy", "bound"]
+    rows = []
+    for name in ("sparse", "dense"):
+        m = doc["models"].get(name)
+        if not m:
+            continue
+        cells = [name]
+        for key, _ in TIMES:
+            t = m.get(key)
+            cells.append("-" if not t else f"{t['median_ms']:.2f} ({t['best_ms']:.2f})")
+        cells.append("-" if m.get("gpu_busy_ms") is None else f"{m['gpu_busy_ms']:.2f}")
+        cells.append(bound(m))
+        rows.append(cells)
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    for row in [head] + rows:
+        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    r = doc.get("ratio") or {}
+    parts = [f"{key} {r[key]:.2f}x" for key in [k for k, _ in TIMES] + ["gpu_busy"] if r.get(key) is not None]
+    if parts:
+        lines.append("dense over ours: " + ", ".join(parts))
+    for name in ("sparse", "dense"):
+        ops = (doc["models"].get(name) or {}).get("top_ops")
+        if not ops:
+            continue
+        lines.append("")
+        lines.append(f"{name}: the operators with the most host time in one forward (profiled; calls, self µs, total µs)")
+        w = max(len(o["name"]) for o in ops)
+        for o in ops:
+            lines.append(f"  {o['name'].ljust(w)}  {o['calls']:5d}  {o['self_host_us']:9.1f}  {o['host_us']:9.1f}")
+    return "\n".join(lines) + "\n"
+
+
+def bound(m: dict) -> str:
+    """"host" where the forward's median wall time is within 10% of its
+    host time (the GPU waits on the launches), else "GPU"; "-" without
+    both."""
+    f, h = (m.get("forward") or {}).get("median_ms"), (m.get("host") or {}).get("median_ms")
+    if not f or not h:
+        return "-"
+    return "host" if h >= 0.9 * f else "GPU"
+
+
+# Everything below needs torch, transformers and a GPU.
+
+
+def wall_s(fn: Callable[[], object]) -> float:
+    """Seconds of fn from a synchronized start to a synchronized end."""
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def host_s(fn: Callable[[], object], cover_us: float, rate: float) -> Optional[float]:
+    """Seconds fn takes to return with the GPU kept busy for cover_us
+    first; None where the GPU went idle before it returned."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(cover_us * rate))
+    busy = torch.cuda.Event()
+    busy.record()
+    t0 = time.perf_counter()
+    fn()
+    t1 = time.perf_counter()
+    covered = not busy.query()
+    torch.cuda.synchronize()
+    return t1 - t0 if covered else None
+
+
+def visit(model, ids, reps: int, rate: float) -> Dict[str, List[float]]:
+    """One visit of a model: reps samples of each time (module doc)."""
+    import torch
+
+    gen = dict(do_sample=False, cache_implementation="static", max_new_tokens=1, min_new_tokens=1)
+
+    def forward():
+        with torch.no_grad():
+            model(ids, use_cache=False)
+
+    def first_token():
+        model.generate(ids, **gen)
+
+    for _ in range(2):
+        forward()
+        first_token()
+    out: Dict[str, List[float]] = {"forward": [], "host": [], "ttft": []}
+    for _ in range(reps):
+        out["forward"].append(wall_s(forward))
+    cover = 3 * max(out["forward"]) * 1e6 + 2000
+    tries = 0
+    while len(out["host"]) < reps:
+        t = host_s(forward, cover, rate)
+        if t is not None:
+            out["host"].append(t)
+            continue
+        tries += 1
+        if tries > 20:
+            raise RuntimeError(f"the GPU went idle before the forward returned 20 times (sleep {cover:.0f} µs)")
+        cover *= 2
+    for _ in range(reps):
+        out["ttft"].append(wall_s(first_token))
+    return out
+
+
+def profiled(model, ids, top: int) -> dict:
+    """The GPU's busy time and the top operators of one profiled forward."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        model(ids, use_cache=False)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            model(ids, use_cache=False)
+            torch.cuda.synchronize()
+    events = prof.key_averages()
+    return {"gpu_busy_ms": gpu_busy_ms(events), "top_ops": top_ops(events, top)}
+
+
+def measure(args) -> dict:
+    """Both models, visited in ORDER (module doc), as the JSON document."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    import sfsurgery  # noqa: F401  (registers the quantizer for ampere checkpoints)
+
+    models = {
+        "sparse": AutoModelForCausalLM.from_pretrained(args.sparse, device_map="cuda"),
+        "dense": AutoModelForCausalLM.from_pretrained(args.dense, device_map="cuda", dtype=torch.bfloat16),
+    }
+    vocab = models["dense"].config.vocab_size
+    gen = torch.Generator(device="cuda").manual_seed(args.seed)
+    ids = torch.randint(3, vocab, (args.batch, args.tokens), device="cuda", generator=gen)
+    rate = op_host.sleep_rate()
+    samples: Dict[str, Dict[str, List[float]]] = {name: {key: [] for key, _ in TIMES} for name in models}
+    for name in ORDER:
+        for key, got in visit(models[name], ids, args.reps, rate).items():
+            samples[name][key] += got
+        print(f"{name}: " + ", ".join(f"{k} {statistics.median(v) * 1e3:.2f} ms" for k, v in samples[name].items()),
+              file=sys.stderr)
+    out = {}
+    for name, model in models.items():
+        out[name] = {key: summary(v) for key, v in samples[name].items()}
+        out[name].update(profiled(model, ids, args.top))
+    return {"schema": SCHEMA, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "sparse": os.path.abspath(args.sparse),
+            "dense": os.path.abspath(args.dense), "tokens": args.tokens, "batch": args.batch, "reps": args.reps,
+            "command": shlex.join(["python3"] + sys.argv), "models": out, "ratio": ratios(out)}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    for flag, path in (("--sparse", args.sparse), ("--dense", args.dense)):
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            print(f"prefill_host.py: {flag} {path}: no config.json in it", file=sys.stderr)
+            return 2
+    if not os.path.isfile(os.path.join(args.package, "sfsurgery", "__init__.py")):
+        print(f"prefill_host.py: {args.package}: no sfsurgery package in it", file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.path.abspath(args.package))
+    try:
+        import torch
+    except ImportError:
+        print("prefill_host.py: needs torch (pip install torch)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("prefill_host.py: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    from sfsurgery.errors import SfsurgeryError
+
+    try:
+        doc = measure(args)
+    except SfsurgeryError as e:
+        print(f"prefill_host.py: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(doc))
+    if args.json:
+        op_host.write_json(args.json, doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
