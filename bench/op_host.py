@@ -361,31 +361,40 @@ def measure(args) -> dict:
             "command": shlex.join(["python3"] + sys.argv), "rows": rows}
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = parser().parse_args(argv)
+def run_on_gpu(prog: str, args, measure_fn: Callable[[object], dict], render_fn: Callable[[dict], str],
+               errors: Tuple[type, ...] = ()) -> int:
+    """A bench script's run after its arguments: sfsurgery imported from
+    args.package, torch and a CUDA GPU required, measure_fn(args) printed
+    through render_fn and written to args.json where given. A refusal or
+    one of errors (or the package's SfsurgeryError) is one line on
+    standard error, "PROG: why", and exit status 2."""
     if not os.path.isfile(os.path.join(args.package, "sfsurgery", "__init__.py")):
-        print(f"op_host.py: {args.package}: no sfsurgery package in it", file=sys.stderr)
+        print(f"{prog}: {args.package}: no sfsurgery package in it", file=sys.stderr)
         return 2
     sys.path.insert(0, os.path.abspath(args.package))
     try:
         import torch
     except ImportError:
-        print("op_host.py: needs torch (pip install torch)", file=sys.stderr)
+        print(f"{prog}: needs torch (pip install torch)", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
-        print("op_host.py: needs a CUDA GPU", file=sys.stderr)
+        print(f"{prog}: needs a CUDA GPU", file=sys.stderr)
         return 2
     from sfsurgery.errors import SfsurgeryError
 
     try:
-        doc = measure(args)
-    except (SfsurgeryError, PlanError) as e:
-        print(f"op_host.py: {e}", file=sys.stderr)
+        doc = measure_fn(args)
+    except (SfsurgeryError,) + errors as e:
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
-    sys.stdout.write(render(doc))
+    sys.stdout.write(render_fn(doc))
     if args.json:
         write_json(args.json, doc)
     return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run_on_gpu("op_host.py", parser().parse_args(argv), measure, render, (PlanError,))
 
 
 if __name__ == "__main__":

@@ -283,29 +283,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not os.path.isfile(os.path.join(path, "config.json")):
             print(f"prefill_host.py: {flag} {path}: no config.json in it", file=sys.stderr)
             return 2
-    if not os.path.isfile(os.path.join(args.package, "sfsurgery", "__init__.py")):
-        print(f"prefill_host.py: {args.package}: no sfsurgery package in it", file=sys.stderr)
-        return 2
-    sys.path.insert(0, os.path.abspath(args.package))
-    try:
-        import torch
-    except ImportError:
-        print("prefill_host.py: needs torch (pip install torch)", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("prefill_host.py: needs a CUDA GPU", file=sys.stderr)
-        return 2
-    from sfsurgery.errors import SfsurgeryError
-
-    try:
-        doc = measure(args)
-    except SfsurgeryError as e:
-        print(f"prefill_host.py: {e}", file=sys.stderr)
-        return 2
-    sys.stdout.write(render(doc))
-    if args.json:
-        op_host.write_json(args.json, doc)
-    return 0
+    return op_host.run_on_gpu("prefill_host.py", args, measure, render)
 
 
 if __name__ == "__main__":
