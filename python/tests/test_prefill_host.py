@@ -134,6 +134,16 @@ class RenderTest(unittest.TestCase):
         self.assertIn("  sfsurgery::linear (direct)     16      670.4      855.4", lines)
         self.assertIn("  aten::mm     29      647.8      885.9", lines)
 
+    def test_host_not_measured(self):
+        """A forward that waits for the GPU inside has no host time: its
+        cell, its bound and its ratio are left out."""
+        doc = document()
+        doc["models"]["sparse"]["host"] = None
+        doc["ratio"] = prefill_host.ratios(doc["models"])
+        lines = prefill_host.render(doc).splitlines()
+        self.assertEqual(lines[2].split(), ["sparse", "4.10", "(4.00)", "-", "33.00", "(32.80)", "2.10", "-"])
+        self.assertEqual(lines[4], "dense over ours: forward 1.05x, ttft 0.91x, gpu_busy 1.29x")
+
     def test_one_model(self):
         doc = document()
         del doc["models"]["dense"]
