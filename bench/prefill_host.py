@@ -11,22 +11,25 @@ through the package, so its projections run our kernels) and measured
 alternately (sparse, dense, dense, sparse), each a prompt of `tokens`
 random ids × `batch`, under torch.no_grad():
 
-- forward: `model(ids, use_cache=False)`, eager, synchronized before and
-  after: the wall time;
-- host: the same forward with the GPU kept busy past its end
-  (torch.cuda._sleep, as bench/op_host.py does), so that no launch waits
-  for the GPU: the host's time to issue the forward (missing, "-", where
-  the forward waits for the GPU inside it);
+- forward: `model(ids, use_cache=False, logits_to_keep=1)` (the logits
+  of the last token, as `generate` computes them), eager, synchronized
+  before and after: the wall time;
+- host: the same forward from an idle GPU, until the call returns: the
+  host's time to issue it (at most the wall time; close to it where the
+  GPU keeps up with the launches, and also where a GPU-bound forward has
+  queued the launches the driver holds, about a thousand, and each next
+  one waits);
 - ttft: `generate` of one new token with a static cache (the prefill as
   bench/serve.py times the time to first token): the wall time;
-- the GPU's busy time in one forward: the device time of the kernels
-  and copies torch.profiler records in it; and the operators with the
-  most host time (self), their calls and their host µs.
+- from one profiled forward (torch.profiler): the GPU's busy time, the
+  device time of the kernels and copies it records, and their count; and
+  the operators with the most host time (self), their calls and their
+  host µs.
 
 Each time is the median and the best of `reps` runs a visit, over both
-visits. Where the forward's wall time is its host time, the prefill is
-bound by the host's launches, and the GPU time the 2:4 products save does
-not reach the time to first token. Headline: dense's time over ours for
+visits. A forward whose GPU is busy for less than 90% of its wall time
+is bound by the host's launches ("host"; else "GPU"): there the GPU time
+the 2:4 products save does not reach the time to first token. Headline: dense's time over ours for
 each (above 1: ours faster). Needs torch, transformers, a CUDA GPU and the
 sfsurgery binary (to plan the launches: $SFSURGERY_BIN or PATH); the
 arguments, the summary and the table need none of them
@@ -43,7 +46,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import op_host  # noqa: E402  (positive, write_json, sleep_rate: the same conventions)
+import op_host  # noqa: E402  (positive, run_on_gpu: the same conventions)
 
 SCHEMA = "sfsurgery-prefill-host/1"
 # What is timed per model, in the table's order: (key, header).
@@ -103,18 +106,28 @@ def device_us(event) -> float:
     return float(v or 0.0)
 
 
-def gpu_busy_ms(events: Iterable) -> float:
-    """The GPU's busy time in a profiled run, ms: the self device time of
-    the device's own events (its kernels and copies), as the profiler's
-    table totals it. The operators that launched them carry the same time
-    and are not counted again, nor are user annotations."""
-    total = 0.0
+def device_events(events: Iterable) -> List:
+    """The device's own events (its kernels and copies) among a profiler's
+    averaged events: not the operators that launched them (which carry
+    the same device time), nor user annotations."""
+    out = []
     for e in events:
         kind = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1]
         if kind in ("", "CPU") or getattr(e, "is_user_annotation", False):
             continue
-        total += device_us(e)
-    return total / 1e3
+        out.append(e)
+    return out
+
+
+def gpu_busy_ms(events: Iterable) -> float:
+    """The GPU's busy time in a profiled run, ms: the self device time of
+    its device events, as the profiler's table totals it."""
+    return sum(device_us(e) for e in device_events(events)) / 1e3
+
+
+def kernel_count(events: Iterable) -> int:
+    """The kernels and copies the device ran in a profiled run."""
+    return sum(int(e.count) for e in device_events(events))
 
 
 def render(doc: dict) -> str:
@@ -123,7 +136,7 @@ def render(doc: dict) -> str:
     time."""
     lines = [f"{doc['device']}, torch {doc['torch']}, transformers {doc['transformers']}; "
              f"{doc['batch']} x {doc['tokens']} tokens, eager, no_grad; ms, median (best) of {doc['reps']} runs a visit"]
-    head = ["model"] + [h for _, h in TIMES] + ["GPU busy", "bound"]
+    head = ["model"] + [h for _, h in TIMES] + ["GPU busy", "kernels", "bound"]
     rows = []
     for name in ("sparse", "dense"):
         m = doc["models"].get(name)
@@ -134,6 +147,7 @@ def render(doc: dict) -> str:
             t = m.get(key)
             cells.append("-" if not t else f"{t['median_ms']:.2f} ({t['best_ms']:.2f})")
         cells.append("-" if m.get("gpu_busy_ms") is None else f"{m['gpu_busy_ms']:.2f}")
+        cells.append("-" if m.get("kernels") is None else str(m["kernels"]))
         cells.append(bound(m))
         rows.append(cells)
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
@@ -156,13 +170,13 @@ def render(doc: dict) -> str:
 
 
 def bound(m: dict) -> str:
-    """"host" where the forward's median wall time is within 10% of its
-    host time (the GPU waits on the launches), else "GPU"; "-" without
+    """"host" where the GPU is busy for less than 90% of the forward's
+    median wall time (it waits for the launches), else "GPU"; "-" without
     both."""
-    f, h = (m.get("forward") or {}).get("median_ms"), (m.get("host") or {}).get("median_ms")
-    if not f or not h:
+    f, g = (m.get("forward") or {}).get("median_ms"), m.get("gpu_busy_ms")
+    if not f or g is None:
         return "-"
-    return "host" if h >= 0.9 * f else "GPU"
+    return "host" if g < 0.9 * f else "GPU"
 
 
 # Everything below needs torch, transformers and a GPU.
@@ -179,24 +193,7 @@ def wall_s(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def host_s(fn: Callable[[], object], cover_us: float, rate: float) -> Optional[float]:
-    """Seconds fn takes to return with the GPU kept busy for cover_us
-    first; None where the GPU went idle before it returned."""
-    import torch
-
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(cover_us * rate))
-    busy = torch.cuda.Event()
-    busy.record()
-    t0 = time.perf_counter()
-    fn()
-    t1 = time.perf_counter()
-    covered = not busy.query()
-    torch.cuda.synchronize()
-    return t1 - t0 if covered else None
-
-
-def visit(model, ids, reps: int, rate: float) -> Dict[str, List[float]]:
+def visit(model, ids, reps: int) -> Dict[str, List[float]]:
     """One visit of a model: reps samples of each time (module doc)."""
     import torch
 
@@ -204,7 +201,7 @@ def visit(model, ids, reps: int, rate: float) -> Dict[str, List[float]]:
 
     def forward():
         with torch.no_grad():
-            model(ids, use_cache=False)
+            model(ids, use_cache=False, logits_to_keep=1)
 
     def first_token():
         model.generate(ids, **gen)
@@ -215,38 +212,33 @@ def visit(model, ids, reps: int, rate: float) -> Dict[str, List[float]]:
     out: Dict[str, List[float]] = {"forward": [], "host": [], "ttft": []}
     for _ in range(reps):
         out["forward"].append(wall_s(forward))
-    # A forward issues in at most its wall time, so a sleep three times
-    # that covers it; one that returns only after a sleep twelve times as
-    # long waited for the GPU inside (a synchronization): its host time
-    # cannot be told apart, and "host" stays empty.
-    cover = 3 * max(out["forward"]) * 1e6 + 2000
     for _ in range(reps):
-        t = host_s(forward, cover, rate)
-        if t is None:
-            cover *= 4
-            t = host_s(forward, cover, rate)
-        if t is None:
-            out["host"] = []
-            break
-        out["host"].append(t)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        forward()
+        out["host"].append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
     for _ in range(reps):
         out["ttft"].append(wall_s(first_token))
     return out
 
 
 def profiled(model, ids, top: int) -> dict:
-    """The GPU's busy time and the top operators of one profiled forward."""
+    """The GPU's busy time, the kernels and the top operators of one
+    profiled forward (after one profiled run thrown away, so that the
+    profiler's first-use cost lands in neither model's)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad():
-        model(ids, use_cache=False)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            model(ids, use_cache=False)
+        for _ in range(2):
+            model(ids, use_cache=False, logits_to_keep=1)
             torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                model(ids, use_cache=False, logits_to_keep=1)
+                torch.cuda.synchronize()
     events = prof.key_averages()
-    return {"gpu_busy_ms": gpu_busy_ms(events), "top_ops": top_ops(events, top)}
+    return {"gpu_busy_ms": gpu_busy_ms(events), "kernels": kernel_count(events), "top_ops": top_ops(events, top)}
 
 
 def measure(args) -> dict:
@@ -264,10 +256,9 @@ def measure(args) -> dict:
     vocab = models["dense"].config.vocab_size
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
     ids = torch.randint(3, vocab, (args.batch, args.tokens), device="cuda", generator=gen)
-    rate = op_host.sleep_rate()
     samples: Dict[str, Dict[str, List[float]]] = {name: {key: [] for key, _ in TIMES} for name in models}
     for name in ORDER:
-        for key, got in visit(models[name], ids, args.reps, rate).items():
+        for key, got in visit(models[name], ids, args.reps).items():
             samples[name][key] += got
         print(f"{name}: " + ", ".join(f"{k} {statistics.median(v) * 1e3:.2f} ms" if v else f"{k} -"
                                       for k, v in samples[name].items()),

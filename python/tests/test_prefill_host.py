@@ -77,11 +77,14 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(r, {"forward": None, "host": None, "ttft": None, "gpu_busy": None})
 
     def test_bound(self):
-        for forward, host, want in [(10.0, 9.5, "host"), (10.0, 9.0, "host"), (10.0, 8.9, "GPU"), (10.0, 2.0, "GPU")]:
-            with self.subTest(forward=forward, host=host):
-                m = {"forward": {"median_ms": forward}, "host": {"median_ms": host}}
+        """Host-bound where the GPU is busy for less than 90% of the
+        forward's wall time."""
+        for forward, busy, want in [(10.0, 2.0, "host"), (10.0, 8.9, "host"), (10.0, 9.0, "GPU"), (10.0, 9.8, "GPU")]:
+            with self.subTest(forward=forward, busy=busy):
+                m = {"forward": {"median_ms": forward}, "gpu_busy_ms": busy}
                 self.assertEqual(prefill_host.bound(m), want)
         self.assertEqual(prefill_host.bound({"forward": {"median_ms": 1.0}}), "-")
+        self.assertEqual(prefill_host.bound({"gpu_busy_ms": 1.0}), "-")
 
 
 class ProfilerRowsTest(unittest.TestCase):
@@ -102,6 +105,9 @@ class ProfilerRowsTest(unittest.TestCase):
                   event("bench::range", device_type=cuda, is_user_annotation=True, self_device_time_total=5000.0),
                   event("cudaLaunchKernel", device_type=cpu, self_device_time_total=0.0)]
         self.assertAlmostEqual(prefill_host.gpu_busy_ms(events), 2.333)
+        self.assertEqual(prefill_host.kernel_count(events), 2)
+        events[1].count = 32
+        self.assertEqual(prefill_host.kernel_count(events), 33)
 
     def test_gpu_busy_older_torch(self):
         events = [event("void gemm", device_type="DeviceType.CUDA", self_cuda_time_total=1000.0),
@@ -112,9 +118,9 @@ class ProfilerRowsTest(unittest.TestCase):
 def document():
     t = lambda med, best: {"median_ms": med, "best_ms": best}  # noqa: E731
     models = {
-        "sparse": {"forward": t(4.1, 4.0), "host": t(3.9, 3.7), "ttft": t(33.0, 32.8), "gpu_busy_ms": 2.1,
+        "sparse": {"forward": t(4.1, 4.0), "host": t(3.9, 3.7), "ttft": t(33.0, 32.8), "gpu_busy_ms": 2.1, "kernels": 1180,
                    "top_ops": [{"name": "sfsurgery::linear (direct)", "calls": 16, "self_host_us": 670.4, "host_us": 855.4}]},
-        "dense": {"forward": t(4.3, 4.2), "host": t(4.1, 4.0), "ttft": t(30.0, 29.9), "gpu_busy_ms": 2.7,
+        "dense": {"forward": t(4.3, 4.2), "host": t(4.1, 4.0), "ttft": t(30.0, 29.9), "gpu_busy_ms": 4.0, "kernels": 1276,
                   "top_ops": [{"name": "aten::mm", "calls": 29, "self_host_us": 647.8, "host_us": 885.9}]},
     }
     return {"device": "NVIDIA H200", "torch": "2.11.0", "transformers": "5.17.0", "tokens": 512, "batch": 1, "reps": 20,
@@ -126,23 +132,25 @@ class RenderTest(unittest.TestCase):
         lines = prefill_host.render(document()).splitlines()
         self.assertEqual(lines[0], "NVIDIA H200, torch 2.11.0, transformers 5.17.0; 1 x 512 tokens, eager, no_grad; "
                                    "ms, median (best) of 20 runs a visit")
-        self.assertEqual(lines[1].split(), ["model", "forward", "host", "ttft", "GPU", "busy", "bound"])
-        self.assertEqual(lines[2].split(), ["sparse", "4.10", "(4.00)", "3.90", "(3.70)", "33.00", "(32.80)", "2.10", "host"])
-        self.assertEqual(lines[3].split(), ["dense", "4.30", "(4.20)", "4.10", "(4.00)", "30.00", "(29.90)", "2.70", "host"])
-        self.assertEqual(lines[4], "dense over ours: forward 1.05x, host 1.05x, ttft 0.91x, gpu_busy 1.29x")
+        self.assertEqual(lines[1].split(), ["model", "forward", "host", "ttft", "GPU", "busy", "kernels", "bound"])
+        self.assertEqual(lines[2].split(), ["sparse", "4.10", "(4.00)", "3.90", "(3.70)", "33.00", "(32.80)", "2.10", "1180", "host"])
+        self.assertEqual(lines[3].split(), ["dense", "4.30", "(4.20)", "4.10", "(4.00)", "30.00", "(29.90)", "4.00", "1276", "GPU"])
+        self.assertEqual(lines[4], "dense over ours: forward 1.05x, host 1.05x, ttft 0.91x, gpu_busy 1.90x")
         self.assertIn("sparse: the operators with the most host time in one forward (profiled; calls, self µs, total µs)", lines)
         self.assertIn("  sfsurgery::linear (direct)     16      670.4      855.4", lines)
         self.assertIn("  aten::mm     29      647.8      885.9", lines)
 
-    def test_host_not_measured(self):
-        """A forward that waits for the GPU inside has no host time: its
-        cell, its bound and its ratio are left out."""
+    def test_missing(self):
+        """A time or a profile missing is "-", with no bound or ratio
+        from it."""
         doc = document()
         doc["models"]["sparse"]["host"] = None
+        doc["models"]["sparse"]["gpu_busy_ms"] = None
+        doc["models"]["sparse"]["kernels"] = None
         doc["ratio"] = prefill_host.ratios(doc["models"])
         lines = prefill_host.render(doc).splitlines()
-        self.assertEqual(lines[2].split(), ["sparse", "4.10", "(4.00)", "-", "33.00", "(32.80)", "2.10", "-"])
-        self.assertEqual(lines[4], "dense over ours: forward 1.05x, ttft 0.91x, gpu_busy 1.29x")
+        self.assertEqual(lines[2].split(), ["sparse", "4.10", "(4.00)", "-", "33.00", "(32.80)", "-", "-", "-"])
+        self.assertEqual(lines[4], "dense over ours: forward 1.05x, ttft 0.91x")
 
     def test_one_model(self):
         doc = document()
