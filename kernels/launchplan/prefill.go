@@ -26,10 +26,10 @@ type PrefillTile struct {
 // PrefillTiles returns the prefill kernel's tiles, largest first.
 func PrefillTiles() []PrefillTile {
 	return []PrefillTile{
-		{Rows: 256, Tokens: 192, StageUS: 0.610, SplitStageUS: 0.884},
-		{Rows: 256, Tokens: 128, StageUS: 0.425, SplitStageUS: 0.448},
-		{Rows: 128, Tokens: 128, StageUS: 0.242, SplitStageUS: 0.257},
-		{Rows: 128, Tokens: 64, StageUS: 0.166, SplitStageUS: 0.147},
+		{Rows: 256, Tokens: 192, StageUS: 0.611, SplitStageUS: 0.842},
+		{Rows: 256, Tokens: 128, StageUS: 0.426, SplitStageUS: 0.450},
+		{Rows: 128, Tokens: 128, StageUS: 0.230, SplitStageUS: 0.298},
+		{Rows: 128, Tokens: 64, StageUS: 0.186, SplitStageUS: 0.221},
 	}
 }
 
@@ -117,15 +117,17 @@ const MaxPrefillSplits = 8
 const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
-	prefillUnitUS = 2.331
-	// prefillSplitUS and prefillRoundUS are what splitting K adds: once,
-	// and per Tokens/32 rounds of the cluster's sum a split.
-	prefillSplitUS = 4.822
-	prefillRoundUS = 0.019
+	prefillUnitUS = 2.330
+	// prefillSplitUS and prefillSumKiBUS are what splitting K adds: once,
+	// and per KiB of f32 sums a CTA reads from the cluster's other CTAs
+	// in the sum, which the cluster network's bandwidth bounds
+	// (docs/kernels.md §2.6).
+	prefillSplitUS = 2.769
+	prefillSumKiBUS = 0.051
 	// prefillTrafficUS is the time per MiB that the CTAs running at once
 	// bring into shared memory a stage, over the launch's stages: a
 	// stage takes longer the more CTAs share L2 and memory bandwidth.
-	prefillTrafficUS = 0.0188
+	prefillTrafficUS = 0.0185
 )
 
 // PrefillClusterCTAs is the most CTAs of the prefill kernel (one a SM:
@@ -170,10 +172,11 @@ func prefillSplitStages(k, splits int) (int, bool) {
 // splits); waves (by prefillUnitUS); traffic, those stages times the
 // MiB a stage brings into the shared memory of the CTAs that run at once
 // (by prefillTrafficUS); and, for several splits, split = 1 (by
-// prefillSplitUS) and rounds = splits·Tokens/32 (by prefillRoundUS).
+// prefillSplitUS) and sumKiB = Rows·Tokens·4·(splits−1)/splits/1024,
+// the KiB a CTA reads from the others in the sum (by prefillSumKiBUS).
 // The model is linear in its constants, so TestPrefillFit fits them to
 // bench rows by least squares.
-type prefillTerms struct{ stages, waves, split, rounds, traffic float64 }
+type prefillTerms struct{ stages, waves, split, sumKiB, traffic float64 }
 
 // termsOf returns the terms of tile t with k in splits splits for an m ×
 // n × k product on sms SMs; the waves count the CTAs that run at once in
@@ -187,7 +190,7 @@ func termsOf(t PrefillTile, splits, m, n, k, sms int) prefillTerms {
 	x := prefillTerms{stages: waves * float64(per), waves: waves,
 		traffic: waves * float64(per) * active * float64(t.stageBytes()) / (1 << 20)}
 	if splits > 1 {
-		x.split, x.rounds = 1, float64(splits*t.Tokens)/32
+		x.split, x.sumKiB = 1, float64(t.Rows*t.Tokens*4*(splits-1))/float64(splits)/1024
 	}
 	return x
 }
@@ -201,7 +204,7 @@ func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
 	if splits > 1 {
 		stage = t.SplitStageUS
 	}
-	return x.stages*stage + x.waves*prefillUnitUS + x.split*prefillSplitUS + x.rounds*prefillRoundUS + x.traffic*prefillTrafficUS
+	return x.stages*stage + x.waves*prefillUnitUS + x.split*prefillSplitUS + x.sumKiB*prefillSumKiBUS + x.traffic*prefillTrafficUS
 }
 
 // String names p as kernels.Device.SparseCandidates lists it: "prefill",

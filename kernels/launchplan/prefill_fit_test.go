@@ -11,7 +11,7 @@ import (
 
 // prefillConsts are the prefill cost model's constants in one vector:
 // each tile's StageUS (PrefillTiles' order), then each tile's
-// SplitStageUS, then prefillUnitUS, prefillSplitUS and prefillRoundUS.
+// SplitStageUS, then prefillUnitUS, prefillSplitUS and prefillSumKiBUS.
 type prefillConsts []float64
 
 // committedPrefillConsts returns the constants prefillCost uses.
@@ -21,7 +21,7 @@ func committedPrefillConsts() prefillConsts {
 	for i, t := range tiles {
 		c[i], c[len(tiles)+i] = t.StageUS, t.SplitStageUS
 	}
-	c[2*len(tiles)], c[2*len(tiles)+1], c[2*len(tiles)+2], c[2*len(tiles)+3] = prefillUnitUS, prefillSplitUS, prefillRoundUS, prefillTrafficUS
+	c[2*len(tiles)], c[2*len(tiles)+1], c[2*len(tiles)+2], c[2*len(tiles)+3] = prefillUnitUS, prefillSplitUS, prefillSumKiBUS, prefillTrafficUS
 	return c
 }
 
@@ -36,7 +36,7 @@ func prefillRow(i, splits, m, n, k, sms int) []float64 {
 	} else {
 		row[i] = x.stages
 	}
-	row[2*len(tiles)], row[2*len(tiles)+1], row[2*len(tiles)+2], row[2*len(tiles)+3] = x.waves, x.split, x.rounds, x.traffic
+	row[2*len(tiles)], row[2*len(tiles)+1], row[2*len(tiles)+2], row[2*len(tiles)+3] = x.waves, x.split, x.sumKiB, x.traffic
 	return row
 }
 
@@ -187,7 +187,7 @@ func TestPrefillFit(t *testing.T) {
 		fmt.Fprintf(&src, "{Rows: %d, Tokens: %d, StageUS: %.3f, SplitStageUS: %.3f},\n", tile.Rows, tile.Tokens, fitted[i], fitted[len(PrefillTiles())+i])
 	}
 	n := 2 * len(PrefillTiles())
-	fmt.Fprintf(&src, "prefillUnitUS = %.3f, prefillSplitUS = %.3f, prefillRoundUS = %.3f, prefillTrafficUS = %.4f", fitted[n], fitted[n+1], fitted[n+2], fitted[n+3])
+	fmt.Fprintf(&src, "prefillUnitUS = %.3f, prefillSplitUS = %.3f, prefillSumKiBUS = %.3f, prefillTrafficUS = %.4f", fitted[n], fitted[n+1], fitted[n+2], fitted[n+3])
 	t.Logf("%d timed plans in %d rows; fitted:\n%s", len(a), len(rows), src.String())
 	t.Logf("replay: committed %.2f%% behind on average, %.0f%% at worst (%d judged); fitted %.2f%%, %.0f%% (%d judged)",
 		100*was.mean, 100*was.worst, was.judged, 100*now.mean, 100*now.worst, now.judged)
