@@ -122,7 +122,7 @@ const (
 	// and per KiB of f32 sums a CTA reads from the cluster's other CTAs
 	// in the sum, which the cluster network's bandwidth bounds
 	// (docs/kernels.md §2.6).
-	prefillSplitUS = 2.769
+	prefillSplitUS  = 2.769
 	prefillSumKiBUS = 0.051
 	// prefillTrafficUS is the time per MiB that the CTAs running at once
 	// bring into shared memory a stage, over the launch's stages: a
