@@ -53,7 +53,13 @@
 // lane / 4, tig = lane % 4) is row 128c + 64h + 16w + g + 8·(i / 2),
 // token 8j + 2·tig + i % 2 of the tile; each is stored through Out as the
 // decode kernels store theirs: plus the bias where there is one, as f32
-// or rounded to the element type.
+// or rounded to the element type. An unsplit unit of a tile whose 16-bit
+// sums fit one ring slot (128 rows by 64 tokens) stores 16-bit output
+// through its last stage's slot instead (staged_store): the same values,
+// written as whole 256-byte token rows rather than 2-byte stores a
+// thread, and the slot released to the producer only after the copy
+// (TestGPUPrefillOutput checks every tile's output; the probe in
+// tools/probes/splitk_probe.cu checks each stored value bit for bit).
 //
 // Split K (S > 1, the entry points built with kSplit). The S splits of
 // a tile are the S CTAs of one cluster (cluster rank = split), one unit
@@ -457,6 +463,54 @@ __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2
   cluster_wait();
 }
 
+// staged_store stores a unit's sums, 16-bit, through the ring slot at
+// slot (its last stage's, held from the producer): stmatrix.trans writes
+// them token-major (token t's R outputs at t·2R, 16-byte chunk cc of them
+// at chunk cc ^ (t % 8)), then each consumer thread copies 16-byte chunks
+// to the output, a warp two token rows at a time.
+template <typename T, int NWG, int BN>
+__device__ __forceinline__ void staged_store(const Out& out, const float (&acc)[2][BN / 2], uint32_t slot, int m0,
+                                             int n0, int M, int N, int w, int lane, int ct, const bool (&live)[2]) {
+  constexpr int R = 128 * NWG, kChunks = R / 8, kThreads = 128 * NWG;
+  static_assert(BN * R * 2 <= Shape<NWG, BN>::kStageBytes, "the tile's 16-bit sums fit a ring slot");
+  const int c = ct >> 7, g = lane >> 2, mi = lane >> 3, tt = lane & 7;
+  consumers_sync<NWG>();  // every warp's products have read the slot
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float b0 = 0.f, b1 = 0.f;
+    const int row = 128 * c + 64 * h + 16 * w + g;
+    if (out.bias != nullptr && live[h]) {
+      b0 = to_f32(T{}, out.bias[n0 + row]);
+      b1 = to_f32(T{}, out.bias[n0 + row + 8]);
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 8; j += 2) {
+      const uint32_t r0 = round16x2(T{}, acc[h][4 * j] + b0, acc[h][4 * j + 1] + b0);
+      const uint32_t r1 = round16x2(T{}, acc[h][4 * j + 2] + b1, acc[h][4 * j + 3] + b1);
+      const uint32_t r2 = round16x2(T{}, acc[h][4 * j + 4] + b0, acc[h][4 * j + 5] + b0);
+      const uint32_t r3 = round16x2(T{}, acc[h][4 * j + 6] + b1, acc[h][4 * j + 7] + b1);
+      const int tok = 8 * (j + (mi >> 1)) + tt;
+      const int chunk = 16 * c + 8 * h + 2 * w + (mi & 1);
+      const uint32_t addr = slot + tok * (R * 2) + ((chunk ^ (tok & 7)) * 16);
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+                   "r"(r1), "r"(r2), "r"(r3)
+                   : "memory");
+    }
+  }
+  consumers_sync<NWG>();  // the whole tile staged
+  for (int i = ct; i < BN * kChunks; i += kThreads) {
+    const int t = i / kChunks, cc = i % kChunks;
+    if (m0 + t >= M || n0 + 8 * cc >= N) continue;
+    uint32_t v0, v1, v2, v3;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
+                 : "r"(slot + t * (R * 2) + ((cc ^ (t & 7)) * 16))
+                 : "memory");
+    uint16_t* y = static_cast<uint16_t*>(out.y) + static_cast<size_t>(m0 + t) * N + n0 + 8 * cc;
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(y), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
+  }
+}
+
 // consume is consumer warpgroup c's loop (warp w, lane): every unit of
 // the CTA, its products stage by stage, then its stores (with the
 // cluster's other splits for S > 1: cluster_sum). Product h of the warpgroup covers its
@@ -499,11 +553,24 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     // ptxas cannot prove the accumulators complete where the sums use them
     // and serializes every wgmma of the split entry points (its C7518).
     wg_wait<0>();
-    if (sp.count > 0) gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
+    // A 16-bit unit of a tile whose sums fit one ring slot keeps its last
+    // stage's slot from the producer until staged_store has copied them out.
+    constexpr bool kStaged = !kSplit && S::kStageBytes >= S::kRows * BN * 2;
+    const bool hold = kStaged && out.kind != 0 && sp.count > 0;
+    if (sp.count > 0 && !hold) gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
     SFS_SPMM_TRACE(3);
     if (kSplit) {
       cluster_sum<T, NWG, BN>(out, acc, base, u % nsplit, nsplit, m0, n0, M, N, 128 * c + 32 * w + lane);
       continue;
+    }
+    if constexpr (kStaged) {
+      if (hold) {
+        staged_store<T, NWG, BN>(out, acc, base + ((q - 1) % ST) * S::kStageBytes, m0, n0, M, N, w, lane,
+                                 128 * c + 32 * w + lane, live);
+        gemv::proxy_fence();  // this thread's shared memory accesses before the copy engine's next writes
+        gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
+        continue;
+      }
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

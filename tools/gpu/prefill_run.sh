@@ -16,8 +16,8 @@
 # python/sfsurgery/ptx) and the tests run against it (SFSURGERY_TEST_PTX*);
 # the binary's embedded PTX is not replaced, so run bench with a binary
 # built from the committed fresh PTX. "sanitize": compute-sanitizer
-# memcheck over TestGPUPrefillOutput (-test.short: every tile and split count
-# on two shapes). "bench": BenchmarkGPUPrefill, every candidate plan
+# memcheck (or the tools in $SANITIZE_TOOLS) over TestGPUPrefillOutput
+# (-test.short: every tile and split count on two shapes). "bench": BenchmarkGPUPrefill, every candidate plan
 # beside dense on the shapes nearest it (with "fresh", the fresh kernel),
 # summarised into $OUT/prefill-bench.txt. "python": python/tests' test_gpu
 # (needs torch and .gpu/sfsurgery, which only plans). "probe":
@@ -81,7 +81,7 @@ grep -E '^(--- FAIL|FAIL|ok|PASS)|panic|prefill_test|gpu_prefill' "$OUT/prefill-
 
 if [[ $sanitize == 1 ]]; then
 	note "memcheck"
-	SANITIZE_TOOLS=memcheck bash tools/gpu/sanitize.sh "$bin" 'TestGPUPrefillOutput' -test.short || status=1
+	SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck} bash tools/gpu/sanitize.sh "$bin" 'TestGPUPrefillOutput' -test.short || status=1
 fi
 
 if [[ $bench == 1 ]]; then
