@@ -102,17 +102,19 @@ class Driver:
         # The price: a launch that waits for room in a full launch queue
         # holds up the process's other Python threads meanwhile.
         fast = ctypes.PyDLL("libcuda.so.1")
+        # These two run per call and take only ctypes objects that their
+        # callers build once (no argtypes: converting each argument through
+        # argtypes costs more than the rest of the call; a plain int would
+        # pass as a 32-bit C int, so none is passed).
         # cuLaunchKernelEx(config, function, params, extra) -> CUresult, for
         # prepared launches (prepared.py) that pass their own pointer to a
-        # config and their own parameter array.
+        # config, c_void_p function, parameter array and None.
         self.launch_ex = fast.cuLaunchKernelEx
-        self.launch_ex.argtypes = sigs["cuLaunchKernelEx"]
         self.launch_ex.restype = i32
-        # CUDA 12.0 and later; the prefill kernel needs it.
+        # CUDA 12.0 and later; the prefill kernel needs it. Called with a
+        # TensorMap's args.
         self._encode = getattr(fast, "cuTensorMapEncodeTiled", None)
         if self._encode is not None:
-            u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
-            self._encode.argtypes = [vp, i32, u32, vp, u64p, u64p, u32p, u32p, i32, i32, i32, i32]
             self._encode.restype = i32
         self.check("cuInit", lib.cuInit(0))
 
@@ -201,7 +203,8 @@ class Driver:
         if self._encode is None:
             raise DeviceError(f"{t.what}: the CUDA driver lacks cuTensorMapEncodeTiled (needs CUDA 12 or newer)")
         t.dims[1] = rows
-        code = self._encode(t.address, t.dtype, 2, addr, t.dims, t.strides, t.box, t.ones, 0, t.swizzle, _L2_PROMOTION_256B, 0)
+        t.base.value = addr
+        code = self._encode(*t.args)
         if code != 0:
             raise DeviceError(f"cuTensorMapEncodeTiled({t.what}): {self.name(code)} ({code})")
 
@@ -216,12 +219,14 @@ class TensorMap:
     64-byte aligned slot of 128 bytes that a launch passes by value. The
     encoding's other arguments are kept beside it, so that encoding it for
     another address or row count (Driver.tensor_map) writes one number and
-    makes one driver call."""
+    makes one driver call. args are cuTensorMapEncodeTiled's arguments as
+    ctypes objects (the driver's call converts none): base holds the
+    tensor's address, dims[1] its rows."""
 
     def __init__(self, elem_bytes: int, cols: int, box_cols: int, box_rows: int, swizzle: int, what: str):
         self._buf = (ctypes.c_uint64 * 24)()
-        base = ctypes.addressof(self._buf)
-        self.address = (base + 63) // 64 * 64
+        start = ctypes.addressof(self._buf)
+        self.address = (start + 63) // 64 * 64
         self.dtype = _TENSOR_UINT16 if elem_bytes == 2 else _TENSOR_UINT32
         self.dims = (ctypes.c_uint64 * 2)(cols, 0)
         self.strides = (ctypes.c_uint64 * 1)(cols * elem_bytes)
@@ -229,6 +234,10 @@ class TensorMap:
         self.ones = (ctypes.c_uint32 * 2)(1, 1)
         self.swizzle = swizzle
         self.what = what
+        self.base = ctypes.c_void_p(0)
+        self.args = (ctypes.c_void_p(self.address), ctypes.c_int(self.dtype), ctypes.c_uint32(2), self.base, self.dims,
+                     self.strides, self.box, self.ones, ctypes.c_int(0), ctypes.c_int(swizzle),
+                     ctypes.c_int(_L2_PROMOTION_256B), ctypes.c_int(0))
 
 
 def config(grid: Tuple[int, int, int], block: Tuple[int, int, int], shared: int, cluster: Tuple[int, int, int] = (0, 0, 0),

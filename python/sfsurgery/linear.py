@@ -198,19 +198,19 @@ class SparseLinear(nn.Module):
         d = self._direct
         if d is None:  # a copy (__getstate__)
             d = self._bind()
-        rp, rm, rb, pp, mp, bp, weight, ordinal, dtype, device = d
+        rp, rm, rb, pp, mp, bp, weight, ordinal, dtype, _ = d
         b = self._buffers
         packed, meta, bias = b["packed"], b["meta"], b["bias"]
         if (packed is not rp() or meta is not rm() or bias is not (rb() if rb is not None else None)
                 or packed.data_ptr() != pp or meta.data_ptr() != mp or (bias is not None and bias.data_ptr() != bp)):
-            _, _, _, pp, mp, bp, weight, ordinal, dtype, device = self._bind()
+            _, _, _, pp, mp, bp, weight, ordinal, dtype, _ = self._bind()
         if x.dtype is not dtype or x.get_device() != ordinal or not x.is_contiguous():
             return None
         shape = x.shape
         xp = x.data_ptr()
         if shape[-1] != weight.k or xp % 16:
             return None
-        y = torch.empty(shape[:-1] + (weight.n,), dtype=dtype, device=device)
+        y = x.new_empty(shape[:-1] + (weight.n,))  # x's dtype and device (checked above): fewer arguments to parse
         weight.launcher(m)(y.data_ptr(), xp, m, ops.stream(ordinal))
         return y
 

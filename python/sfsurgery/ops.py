@@ -186,7 +186,7 @@ def _linear(x: torch.Tensor, packed: torch.Tensor, meta: torch.Tensor, bias: Opt
     n, k = _check_linear(packed, meta, bias, table, ordinal, x.dtype)
     if x.dim() == 0 or x.shape[-1] != k:
         raise RecordError(f"sfsurgery.linear: activations of {x.shape[-1] if x.dim() else 0} features for a {n}x{k} weight")
-    y = torch.empty(x.shape[:-1] + (n,), dtype=x.dtype, device=x.device)
+    y = x.new_empty(x.shape[:-1] + (n,))
     m = x.numel() // k
     if m == 0:
         return y

@@ -43,6 +43,27 @@ class LayoutTest(unittest.TestCase):
         t = driver.TensorMap(4, 768, 128, 2, driver.SWIZZLE_NONE, "meta")
         self.assertEqual((list(t.dims), list(t.strides), list(t.box), t.dtype), ([768, 0], [3072], [128, 2], driver._TENSOR_UINT32))
 
+    def test_tensor_map_encode_args(self):
+        """Driver.tensor_map passes cuTensorMapEncodeTiled its arguments as
+        ctypes objects only (its handle has no argtypes: a plain int would
+        pass as a 32-bit C int), with the address and rows of this call."""
+        got = []
+        d = driver.Driver.__new__(driver.Driver)
+        d._encode = lambda *a: got.append(a) or 0
+        t = driver.TensorMap(2, 4096, 64, 128, driver.SWIZZLE_128B, "x")
+        for addr, rows in ((0x7F12_3456_7800, 300), (0x10_0000_0000, 65)):
+            d.tensor_map(t, addr, rows)
+            a = got[-1]
+            self.assertEqual(len(a), 12)
+            self.assertTrue(all(isinstance(v, ctypes._SimpleCData) or isinstance(v, ctypes.Array) for v in a), a)
+            self.assertEqual([a[0].value, a[1].value, a[2].value, a[3].value], [t.address, driver._TENSOR_UINT16, 2, addr])
+            self.assertEqual((list(a[4]), list(a[5]), list(a[6]), list(a[7])), ([4096, rows], [8192], [64, 128], [1, 1]))
+            self.assertEqual([v.value for v in a[8:]], [0, driver.SWIZZLE_128B, driver._L2_PROMOTION_256B, 0])
+        d._encode = lambda *a: 701  # CUDA_ERROR_... : refused
+        d.name = lambda code: "CUDA_ERROR_INVALID_VALUE"
+        with self.assertRaisesRegex(DeviceError, r"cuTensorMapEncodeTiled\(x\): CUDA_ERROR_INVALID_VALUE \(701\)"):
+            d.tensor_map(t, 0x1000, 1)
+
     def test_config(self):
         cases = [
             ((0, 0, 0), False, []),
