@@ -3,11 +3,12 @@
 PyTorch's dense linear of the same shape, per shape and token count.
 
     python3 bench/op_host.py [--shapes 4096x4096,...] [--tokens 1,16,512,2048]
-        [--dtype bf16] [--calls 100] [--reps 21] [--json OUT] [--no-profile]
+        [--dtype bf16] [--calls 100] [--reps 21] [--activations 8]
+        [--json OUT] [--no-profile]
         [--package DIR]
 
 Per shape n x k (out x in features; default Llama-3-8B's q/o, k/v, stacked
-qkv, stacked gate/up and down) and token count m, on an activation x of
+qkv, stacked gate/up and down) and token count m, on activations x of
 [1, m, k] under torch.no_grad(), host microseconds per call of:
 
 - F.linear: torch.nn.functional.linear(x, W) on the dense weight (aten);
@@ -17,11 +18,22 @@ qkv, stacked gate/up and down) and token count m, on an activation x of
 - SparseLinear: the SparseLinear module called (in eager mode its forward
   launches the prepared launch without the dispatcher).
 
-Method: the GPU is first kept busy (torch.cuda._sleep, calibrated, for
-longer than the timed loop; a loop whose sleep ended before the loop did
-is timed again with a longer one), so that no call waits for the GPU;
-then `calls` calls are timed on the host (time.perf_counter_ns), then the
-GPU is synchronized; the median of `reps` such loops. Then, unless
+Each call takes the next of `activations` tensors x (default 8, each at
+its own address), as a weight in a model's forward gets another
+activation buffer than the call before it got: a path that prepares
+something per activation (our prefill launch encodes x's tensor map for
+its address and m) pays for it as it would there; with --activations 1
+every call takes the same x.
+
+Method: a loop is `calls` calls of one of the four, timed on the host
+(time.perf_counter_ns) while the GPU is kept busy (torch.cuda._sleep,
+calibrated, for longer than the loop; a loop whose sleep ended before the
+loop did is timed again with a longer one), so that no call waits for
+the GPU; then the GPU is synchronized. Each of `reps` rounds times one
+loop of each of the four, in an order rotated by one every round, so that
+the host's drift over the run falls on all four alike. A time is the
+median of its loops; a ratio is the median over the rounds of the ratio
+of the two loops of the same round. Then, unless
 --no-profile, torch.profiler (CPU and CUDA activities, as a trace of a
 model's forward is taken) records the same calls, each in a
 record_function range, and the CPU time per call of each range and of
@@ -39,6 +51,7 @@ argument parsing and the table need neither
 """
 
 import argparse
+import itertools
 import json
 import os
 import shlex
@@ -53,7 +66,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.path.normpath(os.path.join(HERE, "..", "python"))
 
-SCHEMA = "sfsurgery-op-host/1"
+SCHEMA = "sfsurgery-op-host/2"
 # Llama-3-8B's projections (n, k) as the package runs them: q and o, k and
 # v, q/k/v stacked, gate/up stacked, down.
 SHAPES = [(4096, 4096), (1024, 4096), (6144, 4096), (28672, 4096), (4096, 14336)]
@@ -107,7 +120,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--tokens", type=parse_tokens, default=TOKENS, help="token counts m (default 1,16,512,2048)")
     ap.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     ap.add_argument("--calls", type=positive, default=100, help="calls per timed loop")
-    ap.add_argument("--reps", type=positive, default=21, help="timed loops (the median is reported)")
+    ap.add_argument("--reps", type=positive, default=21, help="rounds, each one timed loop of every call (medians are reported)")
+    ap.add_argument("--activations", type=positive, default=8,
+                    help="activation tensors the calls take in turn (default 8; 1: every call the same x)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     ap.add_argument("--no-profile", action="store_true", help="skip the torch.profiler run")
     ap.add_argument("--package", default=PACKAGE, metavar="DIR",
@@ -115,12 +130,21 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def ratios(us: Dict[str, Optional[float]]) -> Dict[str, Optional[float]]:
-    """The headline ratios of one row's times (None where a time is)."""
-    out = {}
+def medians(samples: Dict[str, List[float]]) -> Dict[str, float]:
+    """Per call key, the median of its loops' µs per call."""
+    return {key: statistics.median(v) for key, v in samples.items() if v}
+
+
+def ratios(samples: Dict[str, List[float]]) -> Dict[str, Optional[float]]:
+    """The headline ratios of one row: per ratio, the median over the
+    rounds of numerator / denominator of the same round (samples holds
+    each call key's µs per call, one per round; None where either key
+    has no rounds or a denominator is 0)."""
+    out: Dict[str, Optional[float]] = {}
     for key, num, den, _ in RATIOS:
-        a, b = us.get(num), us.get(den)
-        out[key] = a / b if a is not None and b else None
+        a, b = samples.get(num) or [], samples.get(den) or []
+        pairs = [x / y for x, y in zip(a, b) if y]
+        out[key] = statistics.median(pairs) if pairs else None
     return out
 
 
@@ -137,8 +161,8 @@ def render(doc: dict) -> str:
         rows.append([f"{r['n']}x{r['k']}", str(r["m"])] + [_cell(r["us"].get(k), ".1f") for k, _ in CALLS]
                     + [_cell(r["ratio"].get(k), ".2f") for k, *_ in RATIOS] + [r["path"]])
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-    lines = [f"{doc['device']}, torch {doc['torch']}, {doc['dtype']}, x [1, m, k], no_grad; "
-             f"host µs per call, median of {doc['reps']} loops of {doc['calls']} calls"
+    lines = [f"{doc['device']}, torch {doc['torch']}, {doc['dtype']}, x [1, m, k] (calls take {doc.get('activations', 1)} in turn), no_grad; "
+             f"host µs per call, median of {doc['reps']} rounds of a {doc['calls']}-call loop each; ratios paired by round"
              + (f"; sfsurgery from {doc['package']}" if doc.get("package") else "")]
     for row in [head] + rows:
         lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
@@ -200,36 +224,47 @@ def sleep_rate() -> float:
     return cycles / (a.elapsed_time(b) * 1000)
 
 
-def host_us(fn: Callable[[], object], calls: int, reps: int, rate: float) -> float:
-    """The median over reps of the host microseconds per call of fn, each
-    loop of calls with the GPU kept busy past its end (module doc)."""
+def rotations(keys: Sequence[str], reps: int) -> List[List[str]]:
+    """The order of the loops in each of reps rounds: keys rotated left by
+    one more every round."""
+    n = len(keys)
+    return [[keys[(r + i) % n] for i in range(n)] for r in range(reps)] if n else [[] for _ in range(reps)]
+
+
+def host_us(fns: Dict[str, Callable[[], object]], calls: int, reps: int, rate: float) -> Dict[str, List[float]]:
+    """Per call key, the host µs per call of each of reps rounds, a round
+    being one loop of calls of each fn in rotated order, each loop with
+    the GPU kept busy past its end (module doc)."""
     import torch
 
-    t0 = time.perf_counter_ns()
-    for _ in range(calls):
-        fn()
-    cover = 3 * (time.perf_counter_ns() - t0) / 1000 + 2000  # µs, from an untimed loop
-    torch.cuda.synchronize()
-    samples: List[float] = []
-    tries = 0
-    while len(samples) < reps:
-        torch.cuda._sleep(int(cover * rate))
-        busy = torch.cuda.Event()
-        busy.record()
+    cover: Dict[str, float] = {}
+    for key, fn in fns.items():
         t0 = time.perf_counter_ns()
         for _ in range(calls):
             fn()
-        t1 = time.perf_counter_ns()
-        covered = not busy.query()
+        cover[key] = 3 * (time.perf_counter_ns() - t0) / 1000 + 2000  # µs, from an untimed loop
         torch.cuda.synchronize()
-        if covered:
-            samples.append((t1 - t0) / 1000 / calls)
-            continue
-        tries += 1
-        if tries > 20:
-            raise RuntimeError(f"the GPU went idle before the timed loop ended 20 times (sleep {cover:.0f} µs)")
-        cover *= 2
-    return statistics.median(samples)
+    samples: Dict[str, List[float]] = {key: [] for key in fns}
+    for order in rotations(list(fns), reps):
+        for key in order:
+            fn = fns[key]
+            for tries in range(21):
+                torch.cuda._sleep(int(cover[key] * rate))
+                busy = torch.cuda.Event()
+                busy.record()
+                t0 = time.perf_counter_ns()
+                for _ in range(calls):
+                    fn()
+                t1 = time.perf_counter_ns()
+                covered = not busy.query()
+                torch.cuda.synchronize()
+                if covered:
+                    samples[key].append((t1 - t0) / 1000 / calls)
+                    break
+                cover[key] *= 2
+            else:
+                raise RuntimeError(f"{key}: the GPU went idle before the timed loop ended 21 times (sleep {cover[key]:.0f} µs)")
+    return samples
 
 
 def profiled_us(fns: Dict[str, Callable[[], object]], calls: int, rate: float) -> Dict[str, Dict[str, float]]:
@@ -317,12 +352,15 @@ def measure_shape(n: int, k: int, table, args, rate: float, gen) -> List[dict]:
     tid = lin.table_id
     rows = []
     for m in args.tokens:
-        x = torch.randn((1, m, k), generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+        xs = [torch.randn((1, m, k), generator=gen, device="cuda", dtype=torch.float32).to(dtype) for _ in range(args.activations)]
+        # Each call its own turn over xs (a cycle per call, so each of the
+        # four sees every x in the same order).
+        nx = {key: itertools.cycle(xs).__next__ for key in ("linear", "nn_linear", "op", "module")}
         fns = {
-            "linear": lambda: F.linear(x, w),
-            "nn_linear": lambda: dense(x),
-            "op": lambda: ops.linear(x, packed, meta, None, tid),
-            "module": lambda: lin(x),
+            "linear": lambda: F.linear(nx["linear"](), w),
+            "nn_linear": lambda: dense(nx["nn_linear"]()),
+            "op": lambda: ops.linear(nx["op"](), packed, meta, None, tid),
+            "module": lambda: lin(nx["module"]()),
         }
         try:
             fns["op"]()
@@ -335,8 +373,9 @@ def measure_shape(n: int, k: int, table, args, rate: float, gen) -> List[dict]:
             path = "prefill kernel"
         else:
             path = f"prefill {lin.prefill}"
-        us = {key: host_us(fn, args.calls, args.reps, rate) for key, fn in fns.items()}
-        row = {"n": n, "k": k, "m": m, "path": path, "us": us, "ratio": ratios(us)}
+        samples = host_us(fns, args.calls, args.reps, rate)
+        us = medians(samples)
+        row = {"n": n, "k": k, "m": m, "path": path, "us": us, "ratio": ratios(samples), "loops_us": samples}
         if not args.no_profile:
             row["profiler_us"] = profiled_us(fns, args.calls, rate)
         rows.append(row)
@@ -357,7 +396,7 @@ def measure(args) -> dict:
             rows += measure_shape(n, k, table, args, rate, gen)
             torch.cuda.empty_cache()
     return {"schema": SCHEMA, "device": torch.cuda.get_device_name(), "torch": torch.__version__, "dtype": args.dtype,
-            "calls": args.calls, "reps": args.reps, "package": os.path.abspath(args.package),
+            "calls": args.calls, "reps": args.reps, "activations": args.activations, "package": os.path.abspath(args.package),
             "command": shlex.join(["python3"] + sys.argv), "rows": rows}
 
 

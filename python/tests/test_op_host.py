@@ -34,14 +34,14 @@ class ArgsTest(unittest.TestCase):
         a, _ = parse()
         self.assertEqual(a.shapes, [(4096, 4096), (1024, 4096), (6144, 4096), (28672, 4096), (4096, 14336)])
         self.assertEqual(a.tokens, [1, 16, 512, 2048])
-        self.assertEqual((a.dtype, a.calls, a.reps, a.json, a.no_profile), ("bf16", 100, 21, None, False))
+        self.assertEqual((a.dtype, a.calls, a.reps, a.activations, a.json, a.no_profile), ("bf16", 100, 21, 8, None, False))
         self.assertEqual(a.package, os.path.join(REPO, "python"))
 
     def test_good(self):
         a, _ = parse("--shapes", "1024x4096, 64X128", "--tokens", "3,65", "--dtype", "f16", "--calls", "7", "--reps", "1",
-                     "--json", "o.json", "--no-profile")
-        self.assertEqual((a.shapes, a.tokens, a.dtype, a.calls, a.reps, a.json, a.no_profile),
-                         ([(1024, 4096), (64, 128)], [3, 65], "f16", 7, 1, "o.json", True))
+                     "--activations", "1", "--json", "o.json", "--no-profile")
+        self.assertEqual((a.shapes, a.tokens, a.dtype, a.calls, a.reps, a.activations, a.json, a.no_profile),
+                         ([(1024, 4096), (64, 128)], [3, 65], "f16", 7, 1, 1, "o.json", True))
 
     def test_bad(self):
         cases = [
@@ -54,6 +54,7 @@ class ArgsTest(unittest.TestCase):
             (["--tokens", "0"], "0 is not positive"),
             (["--tokens", "1,a"], "'a' is not an integer"),
             (["--calls", "-1"], "-1 is not positive"),
+            (["--activations", "0"], "0 is not positive"),
             (["--dtype", "f32"], "invalid choice"),
         ]
         for argv, want in cases:
@@ -85,23 +86,39 @@ def doc():
         (4096, 4096, 512, {"linear": 20.0, "nn_linear": 24.0, "op": 30.0, "module": 12.0}, "prefill kernel"),
         (1024, 4096, 2048, {"linear": 21.0, "nn_linear": 23.0, "module": 46.0}, "prefill decode"),
     ]:
-        rows.append({"n": n, "k": k, "m": m, "path": path, "us": us, "ratio": op_host.ratios(us)})
+        loops = {key: [v] for key, v in us.items()}
+        rows.append({"n": n, "k": k, "m": m, "path": path, "us": op_host.medians(loops), "ratio": op_host.ratios(loops),
+                     "loops_us": loops})
     rows[0]["profiler_us"] = {"linear": {"bench::linear": 45.5, "aten::mm": 30.25}, "op": {"bench::op": 60.0, "sfsurgery::linear": 50.0}}
-    return {"schema": op_host.SCHEMA, "device": "NVIDIA H200", "torch": "2.11.0", "dtype": "bf16", "calls": 100, "reps": 21,
+    return {"schema": op_host.SCHEMA, "device": "NVIDIA H200", "torch": "2.11.0", "dtype": "bf16", "calls": 100, "reps": 21, "activations": 8,
             "command": "python3 bench/op_host.py", "rows": rows}
 
 
 class RenderTest(unittest.TestCase):
     def test_ratios(self):
-        self.assertEqual(op_host.ratios({"linear": 20.0, "nn_linear": 25.0, "op": 10.0, "module": 30.0}),
-                         {"op_vs_linear": 0.5, "module_vs_nn_linear": 1.2})
-        self.assertEqual(op_host.ratios({"linear": 20.0, "nn_linear": 25.0, "module": 5.0}),
+        """A ratio is the median of the rounds' ratios, not the ratio of
+        the medians: here the medians' ratio would be 30/20 = 1.5."""
+        samples = {"linear": [10.0, 20.0, 40.0], "nn_linear": [25.0], "op": [20.0, 30.0, 44.0], "module": [30.0]}
+        self.assertEqual(op_host.ratios(samples), {"op_vs_linear": 1.5, "module_vs_nn_linear": 1.2})
+        samples["op"] = [30.0, 30.0, 20.0]  # rounds' ratios 3, 1.5 and 0.5
+        self.assertEqual(op_host.ratios(samples)["op_vs_linear"], 1.5)
+        samples["linear"] = [30.0, 10.0, 40.0]  # 1, 3, 0.5
+        self.assertEqual(op_host.ratios(samples)["op_vs_linear"], 1.0)
+        self.assertEqual(op_host.ratios({"linear": [20.0], "nn_linear": [25.0], "module": [5.0]}),
                          {"op_vs_linear": None, "module_vs_nn_linear": 0.2})
-        self.assertEqual(op_host.ratios({"linear": 0.0, "op": 1.0}), {"op_vs_linear": None, "module_vs_nn_linear": None})
+        self.assertEqual(op_host.ratios({"linear": [0.0], "op": [1.0]}), {"op_vs_linear": None, "module_vs_nn_linear": None})
+
+    def test_medians(self):
+        self.assertEqual(op_host.medians({"linear": [3.0, 1.0, 2.0], "op": [4.0, 1.0], "module": []}),
+                         {"linear": 2.0, "op": 2.5})
+
+    def test_rotations(self):
+        self.assertEqual(op_host.rotations(["a", "b", "c"], 4), [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]])
+        self.assertEqual(op_host.rotations([], 2), [[], []])
 
     def test_table(self):
         out = op_host.render(doc()).splitlines()
-        self.assertEqual(out[0], "NVIDIA H200, torch 2.11.0, bf16, x [1, m, k], no_grad; host µs per call, median of 21 loops of 100 calls")
+        self.assertEqual(out[0], "NVIDIA H200, torch 2.11.0, bf16, x [1, m, k] (calls take 8 in turn), no_grad; host µs per call, median of 21 rounds of a 100-call loop each; ratios paired by round")
         self.assertEqual(out[1].split(), ["shape", "m", "F.linear", "nn.Linear", "op", "SparseLinear", "op/F.linear", "SparseLinear/nn.Linear", "path"])
         self.assertEqual(out[2].split(), ["4096x4096", "1", "20.0", "22.0", "15.0", "11.0", "0.75", "0.50", "decode", "kernel"])
         self.assertEqual(out[3].split(), ["4096x4096", "512", "20.0", "24.0", "30.0", "12.0", "1.50", "0.50", "prefill", "kernel"])
@@ -116,7 +133,7 @@ class RenderTest(unittest.TestCase):
     def test_package(self):
         d = doc()
         d["package"] = "/old/python"
-        self.assertTrue(op_host.render(d).splitlines()[0].endswith("100 calls; sfsurgery from /old/python"))
+        self.assertTrue(op_host.render(d).splitlines()[0].endswith("ratios paired by round; sfsurgery from /old/python"))
 
     def test_no_profile(self):
         d = doc()
