@@ -35,6 +35,8 @@ import sfsurgery  # noqa: E402  (registers the quantizer)
 from sfsurgery import SparseLinear, SparseMLP, layout, ops  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
+from serve_table import ttft_median  # noqa: E402  (this directory, sys.path[0] when run as a script)
+
 # SCHEMA names the layout of the JSON this writes (python/tests/test_docs.py
 # reads the committed ones).
 SCHEMA = "sfsurgery-serve/1"
@@ -346,6 +348,10 @@ def main():
         row = dict(batch=b, share=share, projection_speedup=speed, amdahl=bound, decode_speedup=ratio,
                    of_bound=ratio / bound, ttft_ratio=d["ttft_s"] / s["ttft_s"])
         alt = ""
+        md, ms = ttft_median(d), ttft_median(s)
+        if md and ms:
+            row["ttft_median_ratio"] = md / ms
+            alt += f"; the calls' medians {md / ms:.2f}x"
         for key in ("decode_prefill", "cusparselt"):
             t = out.get(key, {}).get("ttft_s", {}).get(b)
             if t:

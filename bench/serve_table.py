@@ -10,12 +10,16 @@ speedup, the projections' share of a dense decode step and their speedup,
 the Amdahl bound and the fraction of it reached, time to first token of
 each (the 2:4 model's through its prefill path, and through every other
 path the run timed, each with its ratio to dense; an alternative that failed in the run has
-no column) and the working memory generate added to the weights ("—"
-where the result does not have it).
+no column), where the result keeps every one-token call's time (serve.py
+--ttft-reps) the medians of those calls and their ratio (a host-bound
+prefill moves from call to call, and a best of a few calls with it), and
+the working memory generate added to the weights ("—" where the result
+does not have it).
 """
 
 import argparse
 import json
+import statistics
 import sys
 from typing import Dict, List, Optional
 
@@ -57,6 +61,13 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms"
 
 
+def ttft_median(row: Dict) -> Optional[float]:
+    """The median of every one-token call's time a model's batch row
+    keeps (its visits' ttft_runs_s), or None where it keeps none."""
+    runs = [t for v in row.get("visits", []) for t in v.get("ttft_runs_s", [])]
+    return statistics.median(runs) if runs else None
+
+
 def table(r: Dict, title: Optional[str] = None) -> str:
     """The Markdown of one result: its title line and its table."""
     head = (f"{title or r.get('label', '')} (weights: dense {r['dense_weight_bytes'] / GIB:.2f} GiB, "
@@ -69,6 +80,10 @@ def table(r: Dict, title: Optional[str] = None) -> str:
     cols = ["batch", "dense tok/s", "2:4 tok/s", "decode speedup", "projections share, speedup", "Amdahl bound",
             "of the bound", "TTFT dense", f"TTFT 2:4 ({PREFILL.get(own, own)})" if own else "TTFT 2:4"]
     cols += [f"TTFT 2:4 ({PREFILL.get(alt.get('prefill', k), alt.get('prefill', k))})" for k, alt in alts]
+    # The medians' column where every batch of both models kept its calls.
+    medians = all(ttft_median(r[m][b]) is not None for m in ("sparse_rows", "dense_rows") for b in r["sparse_rows"])
+    if medians:
+        cols.append("TTFT median of the calls, dense and 2:4")
     cols.append("working memory dense, 2:4")
     lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     summary = {str(row["batch"]): row for row in r["summary"]}
@@ -82,6 +97,9 @@ def table(r: Dict, title: Optional[str] = None) -> str:
         for _, alt in alts:
             t = alt["ttft_s"].get(b)
             cells.append(f"{_ms(t)} ({d['ttft_s'] / t:.2f}x)" if t else "—")
+        if medians:
+            md, ms = ttft_median(d), ttft_median(s)
+            cells.append(f"{md * 1e3:.1f}, {_ms(ms)} ({md / ms:.2f}x)")
         cells.append(f"{d['work_bytes'] / GIB:.1f}, {s['work_bytes'] / GIB:.1f} GiB" if "work_bytes" in d and "work_bytes" in s else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -125,6 +125,25 @@ class TableTest(unittest.TestCase):
         self.assertEqual(out.count("decode to dense"), 1, out)
         self.assertIn("| TTFT dense | TTFT 2:4 (decode to dense) | working memory dense, 2:4 |", out)
 
+    def test_ttft_medians(self):
+        """Where every batch of both models keeps its one-token calls, the
+        table gives their medians and the medians' ratio; where one batch
+        does not, no such column."""
+        r = copy.deepcopy(self.result)
+        for model, runs in (("dense_rows", [[0.05, 0.07], [0.06]]), ("sparse_rows", [[0.04, 0.03, 0.05], [0.01]])):
+            for b in r[model]:
+                r[model][b]["visits"] = [{"ttft_runs_s": v} for v in runs]
+        code, out, _ = run(self.write(r))
+        self.assertEqual(code, 0)
+        self.assertIn("| TTFT median of the calls, dense and 2:4 | working memory dense, 2:4 |", out)
+        # dense median of 0.05, 0.07, 0.06; 2:4 median of 0.04, 0.03, 0.05, 0.01
+        self.assertIn("| 60.0, 35.0 ms (1.71x) | 0.2, 0.2 GiB |", out)
+        del r["sparse_rows"]["64"]["visits"][0]["ttft_runs_s"]
+        r["sparse_rows"]["64"]["visits"][1]["ttft_runs_s"] = []
+        code, out, _ = run(self.write(r))
+        self.assertEqual(code, 0)
+        self.assertNotIn("median", out)
+
     def test_bad_input(self):
         other = copy.deepcopy(self.result)
         del other["dense_rows"]["64"]
