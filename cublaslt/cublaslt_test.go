@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"unsafe"
+
+	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
 func TestCublasLtCandidates(t *testing.T) {
@@ -33,5 +35,25 @@ func TestCublasLtCandidates(t *testing.T) {
 func TestHeuristicResultSize(t *testing.T) {
 	if s := unsafe.Sizeof(heuristicResult{}); s != 96 {
 		t.Fatalf("sizeof(cublasLtMatmulHeuristicResult_t) = %d, want 96", s)
+	}
+}
+
+// TestShapeOutput checks the output types a product takes: float32 (the
+// zero value) or the inputs' own type, never the other 16-bit type.
+func TestShapeOutput(t *testing.T) {
+	for _, c := range []struct {
+		s  Shape
+		ok bool
+	}{
+		{Shape{Type: cuda.R16BF, M: 1, N: 32, K: 64}, true},
+		{Shape{Type: cuda.R16BF, Out: cuda.R32F, M: 1, N: 32, K: 64}, true},
+		{Shape{Type: cuda.R16BF, Out: cuda.R16BF, M: 1, N: 32, K: 64}, true},
+		{Shape{Type: cuda.R16F, Out: cuda.R16F, M: 1, N: 32, K: 64}, true},
+		{Shape{Type: cuda.R16BF, Out: cuda.R16F, M: 1, N: 32, K: 64}, false},
+		{Shape{Type: cuda.R16F, Out: cuda.R16BF, M: 1, N: 32, K: 64}, false},
+	} {
+		if err := c.s.check(); (err == nil) != c.ok {
+			t.Errorf("%+v: %v, want ok %v", c.s, err, c.ok)
+		}
 	}
 }

@@ -8,11 +8,22 @@ import (
 	"github.com/sfsurgery/sfsurgery/cuda"
 )
 
-// Shape identifies a product: the inputs' element type and the sizes of
-// y[M][N] = x[M][K] · w[N][K]ᵀ.
+// Shape identifies a product: the inputs' element type, y's, and the
+// sizes of y[M][N] = x[M][K] · w[N][K]ᵀ.
 type Shape struct {
-	Type    cuda.DataType // of x and w (cuda.R16BF or cuda.R16F); y is float32
+	Type cuda.DataType // of x and w (cuda.R16BF or cuda.R16F)
+	// Out is y's element type: cuda.R32F (the zero value) or Type, each
+	// value then the float32 result rounded.
+	Out     cuda.DataType
 	M, N, K int
+}
+
+// check refuses an output type other than float32 or the inputs'.
+func (s Shape) check() error {
+	if s.Out != cuda.R32F && s.Out != s.Type {
+		return fmt.Errorf("cuBLASLt: y of %v for inputs of %v: float32 or the inputs' type", s.Out, s.Type)
+	}
+	return nil
 }
 
 // plan is what one shape needs from cuBLASLt, computed once: the matmul
@@ -42,6 +53,9 @@ func (lt *Library) Algorithms(s Shape) (int, error) {
 func (lt *Library) plan(s Shape) (*plan, error) {
 	if p, ok := lt.plans[s]; ok {
 		return p, nil
+	}
+	if err := s.check(); err != nil {
+		return nil, err
 	}
 	if len(lt.plans) >= maxPlans {
 		if err := lt.dropPlans(); err != nil {
@@ -78,7 +92,7 @@ func (lt *Library) build(p *plan, s Shape) error {
 	if err := lt.check("cublasLtMatrixLayoutCreate(B)", lt.layoutCreate(&p.lb, t, k, m, int64(k))); err != nil {
 		return err
 	}
-	if err := lt.check("cublasLtMatrixLayoutCreate(C)", lt.layoutCreate(&p.lc, int32(cuda.R32F), n, m, int64(n))); err != nil {
+	if err := lt.check("cublasLtMatrixLayoutCreate(C)", lt.layoutCreate(&p.lc, int32(s.Out), n, m, int64(n))); err != nil {
 		return err
 	}
 	algos, err := lt.heuristics(p)
@@ -86,7 +100,7 @@ func (lt *Library) build(p *plan, s Shape) error {
 		return err
 	}
 	if len(algos) == 0 {
-		return fmt.Errorf("cuBLASLt has no algorithm for %v m=%d n=%d k=%d", s.Type, m, n, k)
+		return fmt.Errorf("cuBLASLt has no algorithm for %v (y %v) m=%d n=%d k=%d", s.Type, s.Out, m, n, k)
 	}
 	p.algos = algos
 	return nil

@@ -8,16 +8,20 @@ import (
 )
 
 // DenseCandidates returns how many algorithms cuBLASLt's heuristic offers
-// for [Device.DenseMatmul] of this data type and shape (at most 8, best
+// for [Device.DenseMatmul] of this data type, y type (as
+// DenseOperands.YType) and shape (at most 8, best
 // guess first; the first is the one DenseMatmul runs), or 0 when
 // DenseMatmul uses the package's own kernel. The descriptors and the
 // heuristic's answer are made once per shape and cached, so neither this
 // call nor a later product of the shape repeats that host work. An engine
 // times each candidate once and keeps the fastest, with
 // [Device.DenseMatmulCandidate].
-func (d *Device) DenseCandidates(dt checkpoint.DType, m, n, k int) (int, error) {
+func (d *Device) DenseCandidates(dt, yType checkpoint.DType, m, n, k int) (int, error) {
 	const op = "DenseCandidates"
 	if err := checkDims(op, dt, m, n, k); err != nil {
+		return 0, err
+	}
+	if _, err := (DenseOperands{DType: dt, YType: yType}).yBytes(op); err != nil {
 		return 0, err
 	}
 	var count int
@@ -26,7 +30,7 @@ func (d *Device) DenseCandidates(dt checkpoint.DType, m, n, k int) (int, error) 
 			return nil
 		}
 		var err error
-		count, err = d.lt.Algorithms(ltShape(dt, m, n, k))
+		count, err = d.lt.Algorithms(ltShape(dt, yType, m, n, k))
 		return err
 	})
 	return count, err
@@ -49,7 +53,7 @@ func (d *Device) DenseMatmulCandidate(ops DenseOperands, i int) error {
 		if d.lt == nil {
 			return argError("%s: no cuBLASLt (%s)", op, d.backend)
 		}
-		count, err := d.lt.Algorithms(ltShape(ops.DType, ops.M, ops.N, ops.K))
+		count, err := d.lt.Algorithms(ltShape(ops.DType, ops.YType, ops.M, ops.N, ops.K))
 		if err != nil {
 			return err
 		}

@@ -46,13 +46,18 @@ func (d *Device) openCublasLt(path string) error {
 	return nil
 }
 
-// ltShape is the cuBLASLt shape of a dense product.
-func ltShape(dt checkpoint.DType, m, n, k int) cublaslt.Shape {
-	return cublaslt.Shape{Type: dataType(dt), M: m, N: n, K: k}
+// ltShape is the cuBLASLt shape of a dense product of inputs of dt with
+// y of yType (float32 for "" or checkpoint.F32, else dt).
+func ltShape(dt, yType checkpoint.DType, m, n, k int) cublaslt.Shape {
+	s := cublaslt.Shape{Type: dataType(dt), M: m, N: n, K: k}
+	if yType == dt {
+		s.Out = s.Type
+	}
+	return s
 }
 
 // ltMatmul queues the product of ops through cuBLASLt with its algorithm
 // algo. It runs with the context current and the mutex held.
 func (d *Device) ltMatmul(ops DenseOperands, algo int) error {
-	return d.lt.Matmul(ops.Y.ptr, ops.X.ptr, ops.W.ptr, ltShape(ops.DType, ops.M, ops.N, ops.K), algo, d.stream)
+	return d.lt.Matmul(ops.Y.ptr, ops.X.ptr, ops.W.ptr, ltShape(ops.DType, ops.YType, ops.M, ops.N, ops.K), algo, d.stream)
 }

@@ -116,7 +116,7 @@ func TestGPUDenseCandidates(t *testing.T) {
 	d := openGPU(t)
 	rng := testRand(t)
 	m, n, k := 64, 512, 1024
-	count, err := d.DenseCandidates(checkpoint.BF16, m, n, k)
+	count, err := d.DenseCandidates(checkpoint.BF16, "", m, n, k)
 	if err != nil {
 		t.Fatal(err)
 	}

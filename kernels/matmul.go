@@ -144,17 +144,35 @@ func (d *Device) launchTiled(ops SparseOperands) error {
 }
 
 // DenseOperands are the operands of a dense product y = x · wᵀ: X
-// [M][K] and W [N][K] of DType, Y float32 [M][N], all row-major. Buffers
+// [M][K] and W [N][K] of DType, Y [M][N] of YType, all row-major. Buffers
 // may be larger than needed.
 type DenseOperands struct {
 	Y, X, W *Buffer
 	DType   checkpoint.DType // BF16 or F16
 	M, N, K int              // tokens, weight rows, weight columns
+	// YType is Y's element type: float32 (the zero value, or
+	// checkpoint.F32), or DType, each value then rounded from its float32
+	// result (what a model's projections write). A YType of DType needs
+	// cuBLASLt: the package's own dense kernel writes float32.
+	YType checkpoint.DType
+}
+
+// yBytes returns the bytes of one element of ops.Y, refusing a YType
+// other than float32 or DType (op names the call in the error).
+func (ops DenseOperands) yBytes(op string) (int, error) {
+	switch ops.YType {
+	case "", checkpoint.F32:
+		return 4, nil
+	case ops.DType:
+		return 2, nil
+	}
+	return 0, argError("%s: y of type %v: float32 or the element type %v", op, ops.YType, ops.DType)
 }
 
 // DenseMatmul computes op.Y = op.X · op.Wᵀ, accumulating in float32. It
-// uses cuBLASLt when it was found at Open, else the package's own kernel;
-// [Device.DenseBackend] says which. The launch is asynchronous.
+// uses cuBLASLt when it was found at Open, else the package's own kernel
+// (float32 y only); [Device.DenseBackend] says which. The launch is
+// asynchronous.
 func (d *Device) DenseMatmul(op DenseOperands) error {
 	return d.dense("DenseMatmul", op, false)
 }
@@ -166,7 +184,11 @@ func (d *Device) denseArgs(op string, ops DenseOperands) (func() error, error) {
 	if err := checkDims(op, ops.DType, ops.M, ops.N, ops.K); err != nil {
 		return nil, err
 	}
-	need, err := sizes([3]int{ops.M, ops.N, 4}, [3]int{ops.M, ops.K, 2}, [3]int{ops.N, ops.K, 2})
+	yb, err := ops.yBytes(op)
+	if err != nil {
+		return nil, err
+	}
+	need, err := sizes([3]int{ops.M, ops.N, yb}, [3]int{ops.M, ops.K, 2}, [3]int{ops.N, ops.K, 2})
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +210,9 @@ func (d *Device) dense(op string, ops DenseOperands, own bool) error {
 		}
 		if d.lt != nil && !own {
 			return d.ltMatmul(ops, 0)
+		}
+		if ops.YType == ops.DType {
+			return argError("%s: y of %v needs cuBLASLt; the package's own dense kernel writes float32", op, ops.DType)
 		}
 		fn := d.fn.denseBF16
 		if ops.DType == checkpoint.F16 {

@@ -59,7 +59,7 @@ func measureCopy(dev *kernels.Device, a *arena, runs int) (Ceilings, blocker, er
 // fills the math ceilings of c. Without cuBLASLt it leaves them zero.
 func measureGEMM(dev *kernels.Device, a *arena, tm *timer, dt checkpoint.DType, candidates int, seed uint64, c *Ceilings) error {
 	const g = ceilingGEMM
-	count, err := dev.DenseCandidates(dt, g, g, g)
+	count, err := dev.DenseCandidates(dt, "", g, g, g)
 	if err != nil {
 		return fmt.Errorf("speed: math ceiling: %w", err)
 	}

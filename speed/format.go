@@ -46,8 +46,8 @@ func writeEnv(b *strings.Builder, rep *Report) {
 	if e.CuSPARSELt != "" {
 		lt = e.CuSPARSELt
 	}
-	fmt.Fprintf(b, "GPU %s (sm %s, %d SMs, L2 %d MiB), driver %s, %s, cuSPARSELt %s, %s\n", e.GPU, e.Capability,
-		e.SMs, e.L2Bytes>>20, e.Driver, e.DenseBackend, lt, rep.DType)
+	fmt.Fprintf(b, "GPU %s (sm %s, %d SMs, L2 %d MiB), driver %s, %s, cuSPARSELt %s, %s%s\n", e.GPU, e.Capability,
+		e.SMs, e.L2Bytes>>20, e.Driver, e.DenseBackend, lt, rep.DType, outputNote(rep.Method))
 	fmt.Fprintf(b, "ceilings: copy %.0f GB/s (read+write, %d MiB), dense %.0f TFLOP/s (%s), sparse %.0f TFLOP/s (2x)\n",
 		c.BandwidthGBs, c.CopyBytes>>20, c.DenseTFLOPS, c.GEMM, c.SparseTFLOPS)
 	fmt.Fprintf(b, "timing: %s; inputs rotated over ≥ %d MiB\n\n", timing(rep.Method), rep.Method.RotateBytes>>20)

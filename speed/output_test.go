@@ -2,6 +2,7 @@ package speed
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"image/png"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 )
 
 // sampleReport is a small report as Run would return it.
@@ -149,6 +152,45 @@ func TestWriteTextAndMarkdown(t *testing.T) {
 		"M 4096–4096: cusparselt", "not measured at 1"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
+		}
+	}
+}
+
+// TestOutputNote checks that a report of 16-bit output says so in its
+// Markdown title and its text, and one of float32 output (every report
+// from before the option) says nothing new.
+func TestOutputNote(t *testing.T) {
+	for _, c := range []struct {
+		output, title, env string
+	}{
+		{"", "# 2:4 sparse vs dense on NVIDIA H200 (BF16)\n", ", BF16\n"},
+		{"BF16", "# 2:4 sparse vs dense on NVIDIA H200 (BF16, y in BF16)\n", ", BF16, y in BF16\n"},
+	} {
+		rep := sampleReport()
+		rep.Method.Output = c.output
+		var txt, md bytes.Buffer
+		if err := WriteText(&txt, rep); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteMarkdown(&md, rep, nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(md.String(), c.title) {
+			t.Errorf("output %q: markdown starts %q", c.output, strings.SplitN(md.String(), "\n", 2)[0])
+		}
+		if first := strings.SplitN(txt.String(), "\n", 2)[0] + "\n"; !strings.HasSuffix(first, c.env) {
+			t.Errorf("output %q: text starts %q", c.output, first)
+		}
+	}
+}
+
+// TestRunRefusesOutput checks that a sweep refuses, before it touches
+// the device, an output type other than float32 or its data type.
+func TestRunRefusesOutput(t *testing.T) {
+	shapes := []Shape{{Model: "t", Ops: []string{"q"}, N: 32, K: 64, Count: 1}}
+	for _, c := range []struct{ dt, out checkpoint.DType }{{checkpoint.BF16, checkpoint.F16}, {checkpoint.F16, checkpoint.BF16}, {checkpoint.BF16, checkpoint.I8}} {
+		if _, err := Run(context.Background(), nil, shapes, Options{DType: c.dt, Output: c.out}); !errors.Is(err, ErrParse) {
+			t.Errorf("%v with y of %v: %v, want ErrParse", c.dt, c.out, err)
 		}
 	}
 }

@@ -75,6 +75,19 @@ func ParseDType(s string) (checkpoint.DType, error) {
 	return "", fmt.Errorf("%w: %q: want bf16 or f16", ErrParse, s)
 }
 
+// ParseOutput reads the element type dense and ours write y in for a
+// measurement of dt: f32 (also fp32), or dt's own name (ParseDType's), in
+// any case.
+func ParseOutput(s string, dt checkpoint.DType) (checkpoint.DType, error) {
+	if l := strings.ToLower(s); l == "f32" || l == "fp32" {
+		return checkpoint.F32, nil
+	}
+	if got, err := ParseDType(s); err == nil && got == dt {
+		return dt, nil
+	}
+	return "", fmt.Errorf("%w: %q: want f32 or the data type (%s)", ErrParse, s, strings.ToLower(string(dt)))
+}
+
 // WriteShapes lists shapes, one a line: the model, the stacked
 // projections, N, K and how many of the model's layers have the shape.
 func WriteShapes(w io.Writer, shapes []Shape) error {

@@ -87,6 +87,32 @@ func TestParseDType(t *testing.T) {
 	}
 }
 
+// TestParseOutput checks the output types a measurement of each data
+// type takes: float32, or its own type.
+func TestParseOutput(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		dt   checkpoint.DType
+		want checkpoint.DType
+	}{
+		{"f32", checkpoint.BF16, checkpoint.F32}, {"FP32", checkpoint.F16, checkpoint.F32},
+		{"bf16", checkpoint.BF16, checkpoint.BF16}, {"BF16", checkpoint.BF16, checkpoint.BF16},
+		{"f16", checkpoint.F16, checkpoint.F16}, {"fp16", checkpoint.F16, checkpoint.F16},
+	} {
+		if got, err := ParseOutput(c.in, c.dt); err != nil || got != c.want {
+			t.Errorf("ParseOutput(%q, %v) = %q, %v; want %q", c.in, c.dt, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		in string
+		dt checkpoint.DType
+	}{{"f16", checkpoint.BF16}, {"bf16", checkpoint.F16}, {"", checkpoint.BF16}, {"int8", checkpoint.BF16}, {"f64", checkpoint.F16}} {
+		if _, err := ParseOutput(c.in, c.dt); !errors.Is(err, ErrParse) {
+			t.Errorf("ParseOutput(%q, %v) = %v, want ErrParse", c.in, c.dt, err)
+		}
+	}
+}
+
 // TestReportPolicyOnePlace checks that the policy file and the Markdown
 // document carry the policy Report.Policy derives, and that it is the
 // rows' policy at the report's threshold.

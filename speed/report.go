@@ -87,6 +87,10 @@ type Method struct {
 	// row (at decode sizes); the fastest is its row. Absent (0) in
 	// reports from before it existed, which timed the planner's choice.
 	SparseCandidates int `json:"sparse_candidates,omitempty"`
+	// Output is the element type dense and ours write y in: "" (float32,
+	// and reports from before it existed) or the report's DType, as a
+	// model's projections write it. cuSPARSELt writes DType either way.
+	Output string `json:"output,omitempty"`
 	// MinSpeedup is the policy's threshold (1.05: sparse must win by 5%).
 	MinSpeedup float64 `json:"min_speedup"`
 	// GEMMShare is the fraction of step time spent in these products,

@@ -27,12 +27,16 @@ type Options struct {
 	// GraphCalls is the most runs of a row captured into one CUDA graph
 	// and timed as one replay (rows whose run takes under a millisecond):
 	// DefaultGraphCalls when 0; 1 times every run on its own.
-	GraphCalls    int
-	MinSpeedup    float64 // the policy's threshold; DefaultMinSpeedup when 0
-	GEMMShare     float64 // the estimate's share of step time; DefaultGEMMShare when 0
-	Seed          uint64  // of the random weights and activations
-	NoSparseLt    bool    // leave cuSPARSELt out even when it is found
-	Tool, Command string  // recorded in the report
+	GraphCalls int
+	MinSpeedup float64 // the policy's threshold; DefaultMinSpeedup when 0
+	GEMMShare  float64 // the estimate's share of step time; DefaultGEMMShare when 0
+	Seed       uint64  // of the random weights and activations
+	NoSparseLt bool    // leave cuSPARSELt out even when it is found
+	// Output is the element type dense and ours write y in: float32 (the
+	// zero value, or checkpoint.F32) or DType (as a model's projections
+	// write it); cuSPARSELt writes DType either way.
+	Output        checkpoint.DType
+	Tool, Command string // recorded in the report
 	// Progress, when set, is called after each shape and M.
 	Progress func(done, total int, what string)
 	// Notef, when set, receives each note as it is made.
@@ -49,6 +53,9 @@ func (opt Options) withDefaults() Options {
 	opt.Ms = slices.Compact(opt.Ms)
 	if opt.DType == "" {
 		opt.DType = checkpoint.BF16
+	}
+	if opt.Output == "" {
+		opt.Output = checkpoint.F32
 	}
 	if opt.Warmup <= 0 {
 		opt.Warmup = DefaultWarmup
@@ -102,12 +109,18 @@ func Run(ctx context.Context, dev *kernels.Device, shapes []Shape, opt Options) 
 	if len(shapes) == 0 {
 		return nil, fmt.Errorf("%w: no shapes to measure", ErrShape)
 	}
+	if opt.Output != checkpoint.F32 && opt.Output != opt.DType {
+		return nil, fmt.Errorf("%w: output %v: f32 or the data type %v", ErrParse, opt.Output, opt.DType)
+	}
 	s := &sweeper{ctx: ctx, dev: dev, opt: opt}
 	s.rep = &Report{Schema: ReportSchema, Tool: opt.Tool, Date: time.Now().UTC(), Command: opt.Command,
 		DType: string(opt.DType), Shapes: shapes, Ms: opt.Ms,
 		Method: Method{Warmup: opt.Warmup, Runs: opt.Runs, Statistic: "median", DenseCandidates: opt.DenseCandidates,
 			SparseCandidates: opt.SparseCandidates, GraphCalls: opt.GraphCalls,
 			MinSpeedup: opt.MinSpeedup, GEMMShare: opt.GEMMShare}}
+	if opt.Output == opt.DType {
+		s.rep.Method.Output = string(opt.DType)
+	}
 	if err := s.describe(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sfsurgery/sfsurgery/checkpoint"
 	"github.com/sfsurgery/sfsurgery/kernels"
 )
 
@@ -72,6 +73,15 @@ func (s *sweeper) row(sh Shape, b *shapeBufs, m int) (err error) {
 	return nil
 }
 
+// yType is the element type dense and ours write y in (Options.Output),
+// as DenseOperands.YType and SparseOperands.YType take it, and its bytes.
+func (s *sweeper) yType() (checkpoint.DType, int) {
+	if s.opt.Output == s.opt.DType {
+		return s.opt.DType, 2
+	}
+	return checkpoint.F32, 4
+}
+
 // output poisons y, runs product and returns the first count elements of
 // y decoded from outBytes-wide values.
 func (s *sweeper) output(y *kernels.Buffer, count, outBytes int, product func() error) ([]float32, error) {
@@ -112,6 +122,7 @@ func (s *sweeper) finish(row *Row, sum Summary, hostBound bool, weight int64, ou
 // fastest; the package's own kernel without cuBLASLt.
 func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row {
 	dt, m, n, k := s.opt.DType, base.M, base.N, base.K
+	yt, out := s.yType()
 	row := base
 	row.Backend, row.RelErr = Dense, refErr
 	wBytes := WeightBytes(Dense, n, k, 0)
@@ -119,17 +130,17 @@ func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row 
 		row.Backend, row.Detail = DenseOwn, "no cuBLASLt"
 		sum, hb, err := s.tm.measure(b.copies, func(i int) error {
 			x, y := r.rotation(i)
-			return s.dev.DenseMatmul(kernels.DenseOperands{Y: y, X: x, W: b.dense[i%b.copies], DType: dt, M: m, N: n, K: k})
+			return s.dev.DenseMatmul(kernels.DenseOperands{Y: y, X: x, W: b.dense[i%b.copies], DType: dt, M: m, N: n, K: k, YType: yt})
 		})
 		if err != nil {
 			row.Error = err.Error()
 			return row
 		}
-		s.finish(&row, sum, hb, wBytes, 4, Row{})
+		s.finish(&row, sum, hb, wBytes, out, Row{})
 		row.Speedup = 1
 		return row
 	}
-	count, err := s.dev.DenseCandidates(dt, m, n, k)
+	count, err := s.dev.DenseCandidates(dt, yt, m, n, k)
 	if err != nil || count == 0 {
 		row.Error = fmt.Sprintf("no cuBLASLt algorithm: %v", err)
 		return row
@@ -137,23 +148,23 @@ func (s *sweeper) dense(base Row, b *shapeBufs, r *rowBufs, refErr float64) Row 
 	tried := min(count, s.opt.DenseCandidates)
 	f := s.fastest(tried, b.copies, func(cand int) (float64, error) {
 		check := min(m, refRows)
-		got, err := s.output(r.y[0], check*n, 4, func() error {
-			return s.dev.DenseMatmulCandidate(kernels.DenseOperands{Y: r.y[0], X: r.x[0], W: b.pruned, DType: dt, M: m, N: n, K: k}, cand)
+		got, err := s.output(r.y[0], check*n, out, func() error {
+			return s.dev.DenseMatmulCandidate(kernels.DenseOperands{Y: r.y[0], X: r.x[0], W: b.pruned, DType: dt, M: m, N: n, K: k, YType: yt}, cand)
 		})
 		if err != nil {
 			return 0, err
 		}
-		return compare(got, r.ref[:check*n], sumTolerance(k))
+		return compare(got, r.ref[:check*n], outTolerance(k, out))
 	}, func(cand, i int) error {
 		x, y := r.rotation(i)
-		return s.dev.DenseMatmulCandidate(kernels.DenseOperands{Y: y, X: x, W: b.dense[i%b.copies], DType: dt, M: m, N: n, K: k}, cand)
+		return s.dev.DenseMatmulCandidate(kernels.DenseOperands{Y: y, X: x, W: b.dense[i%b.copies], DType: dt, M: m, N: n, K: k, YType: yt}, cand)
 	})
 	if f.cand < 0 {
 		row.Error = f.err.Error()
 		return row
 	}
 	row.Detail = fmt.Sprintf("candidate %d of %d (fastest of %d timed)", f.cand+1, count, tried)
-	s.finish(&row, f.sum, f.hostBound, wBytes, 4, Row{})
+	s.finish(&row, f.sum, f.hostBound, wBytes, out, Row{})
 	row.Speedup = 1
 	return row
 }
@@ -236,6 +247,7 @@ func (s *sweeper) checked(row Row, copies int, check func() (float64, error), ru
 // the row: every plan must compute the product, not only the fastest.
 func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 	dt, m, n, k := s.opt.DType, base.M, base.N, base.K
+	yt, out := s.yType()
 	row := base
 	row.Backend = Ours
 	names, err := s.dev.SparseCandidates(dt, m, n, k)
@@ -246,18 +258,18 @@ func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 	tried := min(len(names), s.opt.SparseCandidates)
 	relErr := 0.0
 	f := s.fastest(tried, b.copies, func(cand int) (float64, error) {
-		got, err := s.output(r.y[0], m*n, 4, func() error {
-			return s.dev.SparseMatmulCandidate(kernels.SparseOperands{Y: r.y[0], X: r.x[0], Packed: b.packed[0], Meta: b.meta[0], DType: dt, M: m, N: n, K: k}, cand)
+		got, err := s.output(r.y[0], m*n, out, func() error {
+			return s.dev.SparseMatmulCandidate(kernels.SparseOperands{Y: r.y[0], X: r.x[0], Packed: b.packed[0], Meta: b.meta[0], DType: dt, M: m, N: n, K: k, YType: yt}, cand)
 		})
 		if err != nil {
 			return 0, err
 		}
-		rel, err := compare(got, r.ref, sumTolerance(k))
+		rel, err := compare(got, r.ref, outTolerance(k, out))
 		relErr = max(relErr, finite(rel))
 		return rel, err
 	}, func(cand, i int) error {
 		x, y := r.rotation(i)
-		return s.dev.SparseMatmulCandidate(kernels.SparseOperands{Y: y, X: x, Packed: b.packed[i%b.copies], Meta: b.meta[i%b.copies], DType: dt, M: m, N: n, K: k}, cand)
+		return s.dev.SparseMatmulCandidate(kernels.SparseOperands{Y: y, X: x, Packed: b.packed[i%b.copies], Meta: b.meta[i%b.copies], DType: dt, M: m, N: n, K: k, YType: yt}, cand)
 	})
 	row.RelErr = relErr
 	if f.err != nil || f.cand < 0 {
@@ -281,7 +293,7 @@ func (s *sweeper) ours(base Row, b *shapeBufs, r *rowBufs, dense Row) Row {
 	default:
 		row.Detail = fmt.Sprintf("plan %d of %d, %s (fastest of %d timed)", f.cand+1, len(names), row.Plan, tried)
 	}
-	s.finish(&row, f.sum, f.hostBound, WeightBytes(Ours, n, k, 0), 4, dense)
+	s.finish(&row, f.sum, f.hostBound, WeightBytes(Ours, n, k, 0), out, dense)
 	return row
 }
 

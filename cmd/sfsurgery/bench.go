@@ -20,7 +20,7 @@ import (
 
 // benchFlags are the flags of bench.
 type benchFlags struct {
-	shapes, ms, dtype         string
+	shapes, ms, dtype, out    string
 	plot, policy, markdown    string
 	report                    string
 	asJSON, list, quiet, noLt bool
@@ -47,7 +47,10 @@ each checked: the decode kernels' at M ≤ 64, above them on sm_90a the
 wgmma.sp prefill kernel's tiles and splits of K, elsewhere the tiled
 mma.sp kernel), and cuSPARSELt when the library is found
 (plan and algorithm search once per shape and M). No weights are read:
-the weights and activations are random, pruned 2:4.
+the weights and activations are random, pruned 2:4. Dense and ours write
+y in float32 unless --out-dtype names the --dtype, as a model's
+projections write it (a 16-bit y halves the output's bytes and rounds
+each value); cuSPARSELt writes the --dtype either way.
 
 Every sparse result is checked against dense before it is timed. Times
 are medians after warm-up, with inputs rotated over twice the L2 cache:
@@ -82,6 +85,8 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	fl.StringVar(&f.shapes, "shapes", "", "shapes to measure instead of a checkpoint's: `NxK,...`, OPS=NxK or a model shape, comma-separated")
 	fl.StringVar(&f.ms, "m", "1,16,64,256,1024,4096,16384", "token counts `M,...`, comma-separated")
 	fl.StringVar(&f.dtype, "dtype", "bf16", "bf16 or f16")
+	fl.StringVar(&f.out, "out-dtype", "f32",
+		"element type dense and sfsurgery's kernels write y in: f32, or the --dtype, as a model's projections write it (cuSPARSELt writes the --dtype either way)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fl.StringVar(&f.plot, "plot", "", "write speedup vs M per shape to this .png or .svg `FILE`")
 	fl.StringVar(&f.policy, "policy", "", "write the dispatch policy (JSON) to this `FILE`")
@@ -102,6 +107,7 @@ Exit codes: 0 measured; 2 could not run (no GPU, bad flags, I/O error).`,
 	fl.StringVar(&f.report, "report", "", "render a saved --json report `FILE` (Markdown, plot, policy, text) instead of measuring")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
 	_ = cmd.RegisterFlagCompletionFunc("dtype", cobra.FixedCompletions([]string{"bf16", "f16"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("out-dtype", cobra.FixedCompletions([]string{"f32", "bf16", "f16"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
@@ -112,8 +118,8 @@ const maxRepeats = 100000
 // runBench is bench's RunE.
 func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	if f.report != "" {
-		if len(args) > 0 || f.shapes != "" || f.fuse {
-			return errors.New("--report renders a saved report: give no checkpoint, --shapes or --fuse")
+		if len(args) > 0 || f.shapes != "" || f.fuse || cmd.Flags().Changed("out-dtype") {
+			return errors.New("--report renders a saved report: give no checkpoint, --shapes, --fuse or --out-dtype")
 		}
 		if err := checkOutputs(f); err != nil {
 			return err
@@ -130,6 +136,10 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	shapes, ms, dt, err := parseWorkload(args, f.shapes, f.fuse, f.ms, f.dtype)
 	if err != nil {
 		return err
+	}
+	out, err := speed.ParseOutput(f.out, dt)
+	if err != nil {
+		return fmt.Errorf("--out-dtype: %w", err)
 	}
 	if f.graphCalls < 1 || f.graphCalls > maxRepeats {
 		return fmt.Errorf("--graph-calls %d: want 1 to %d", f.graphCalls, maxRepeats)
@@ -164,7 +174,7 @@ func runBench(cmd *cobra.Command, args []string, f *benchFlags) error {
 	}
 	defer dev.Close()
 	bar := newCountBar(errw, len(shapes)*len(ms), f.quiet)
-	opt := speed.Options{Ms: ms, DType: dt, Warmup: f.warmup, Runs: f.runs, DenseCandidates: f.candidates,
+	opt := speed.Options{Ms: ms, DType: dt, Output: out, Warmup: f.warmup, Runs: f.runs, DenseCandidates: f.candidates,
 		SparseCandidates: f.sparseCandidates, GraphCalls: f.graphCalls,
 		GEMMShare: f.share, Seed: f.seed, NoSparseLt: f.noLt, Tool: "sfsurgery " + toolVersion(),
 		Command: commandLine(cmd, args), Progress: bar.step,

@@ -70,6 +70,9 @@ tiny-llama-bf16 down         N=256    K=768    count=4
 			t.Errorf("pruned (%s): exit %d, stderr %q, shapes:\n%s", format, code, errs, got)
 		}
 	}
+	if code, out, errs := sfs(t, "bench", "--list", "--shapes", "64x64", "--dtype", "f16", "--out-dtype", "F16"); code != exitOK || out == "" {
+		t.Errorf("--out-dtype of the --dtype: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
 	code, out, _ = sfs(t, "bench", "--list", "--fuse", "--shapes", "llama3-8b")
 	if code != exitOK || !strings.Contains(out, "llama3-8b      qkv          N=6144   K=4096") ||
 		!strings.Contains(out, "llama3-8b      gate_up      N=28672  K=4096") {
@@ -85,6 +88,10 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "--shapes", "64x64", "--m", "0", "--list"},
 		{"bench", "--shapes", "64x64", "--m", "1,x", "--list"},
 		{"bench", "--shapes", "64x64", "--dtype", "f32", "--list"},
+		{"bench", "--shapes", "64x64", "--out-dtype", "f16", "--list"},
+		{"bench", "--shapes", "64x64", "--dtype", "f16", "--out-dtype", "bf16", "--list"},
+		{"bench", "--shapes", "64x64", "--out-dtype", "i8", "--list"},
+		{"bench", "--report", "bench_test.go", "--out-dtype", "bf16"},
 		{"bench", "--shapes", "64x64", "--gemm-share", "1.5", "--list"},
 		{"bench", "--shapes", "64x64", "--dense-candidates", "0", "--list"},
 		{"bench", "--shapes", "64x64", "--sparse-candidates", "-1", "--list"},
