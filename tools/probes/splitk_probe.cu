@@ -17,8 +17,9 @@
 // barriers set up, 2 first stage landed, 3 products done, 4 sums
 // published, 5 stores done), min/median/max over the CTAs in µs after the
 // first CTA's entry (probe_trace.cuh). The plans are those the planner
-// picks (docs/bench-h200-prefill.md), their neighbours, and two with
-// tokens and rows off the tile ("edges"); $SPLITK_PLANS
+// picks (docs/bench-h200-prefill.md), their neighbours, two with
+// tokens and rows off the tile ("edges"), and three unsplit 256-row tiles
+// the planner picks for the wide shapes at 512–1024 tokens; $SPLITK_PLANS
 // (indices, e.g. "0,6") runs only those, as ncu does.
 #include "probe_trace.cuh"  // SFS_SPMM_TRACE, before the kernel header
 
@@ -212,7 +213,8 @@ int probe_all(int sms) {
       {1024, 8192, 128, 1, 64, 6, "70B k/v, planned"},   {1024, 8192, 512, 2, 128, 6, "70B k/v, planned"},
       {1024, 4096, 2048, 1, 128, 1, "8B k/v, planned"},  {4096, 4096, 512, 1, 128, 1, "8B q/o, planned"},
       {4096, 4096, 1024, 1, 64, 1, ""},          {1056, 4096, 200, 1, 64, 1, "edges"},
-      {1056, 4096, 200, 1, 64, 3, "edges"},
+      {1056, 4096, 200, 1, 64, 3, "edges"},              {4096, 4096, 1024, 2, 128, 1, "8B q/o, planned"},
+      {14336, 4096, 512, 2, 128, 1, "8B gate/up, planned"}, {4096, 14336, 1024, 2, 128, 1, "8B down, planned"},
   };
   std::mt19937 rng(7);
   const Lt lt = make_lt();
