@@ -4,7 +4,7 @@ PyTorch's dense linear of the same shape, per shape and token count.
 
     python3 bench/op_host.py [--shapes 4096x4096,...] [--tokens 1,16,512,2048]
         [--dtype bf16] [--calls 100] [--reps 21] [--activations 8]
-        [--json OUT] [--no-profile]
+        [--json OUT] [--no-profile] [--parts]
         [--package DIR]
 
 Per shape n x k (out x in features; default Llama-3-8B's q/o, k/v, stacked
@@ -33,7 +33,12 @@ the GPU; then the GPU is synchronized. Each of `reps` rounds times one
 loop of each of the four, in an order rotated by one every round, so that
 the host's drift over the run falls on all four alike. A time is the
 median of its loops; a ratio is the median over the rounds of the ratio
-of the two loops of the same round. Then, unless
+of the two loops of the same round. With --parts, where the op runs our
+kernels, the parts of its call are timed the same way, each alone in its
+loop (PARTS): what it costs the host to allocate y as the op does, to
+check the weight's arguments, to launch the prepared launch with one x
+and with the next of the activations (the prefill kernel's tensor map
+encoded for each), and the loop itself. Then, unless
 --no-profile, torch.profiler (CPU and CUDA activities, as a trace of a
 model's forward is taken) records the same calls, each in a
 record_function range, and the CPU time per call of each range and of
@@ -75,6 +80,9 @@ TOKENS = [1, 16, 512, 2048]
 CALLS = [("linear", "F.linear"), ("nn_linear", "nn.Linear"), ("op", "op"), ("module", "SparseLinear")]
 # The ratios: (key, numerator, denominator, column header).
 RATIOS = [("op_vs_linear", "op", "linear", "op/F.linear"), ("module_vs_nn_linear", "module", "nn_linear", "SparseLinear/nn.Linear")]
+# The parts of an op call that --parts times: (key, header).
+PARTS = [("alloc", "alloc y"), ("checks", "checks"), ("launch", "launch"), ("launch_new_x", "launch, new x"),
+         ("loop", "loop")]
 # The profiler's keys per call: the record_function ranges of the calls
 # (bench::KEY) and the operators inside them.
 PROFILED_OPS = ["aten::linear", "aten::matmul", "aten::mm", "sfsurgery::linear", "sfsurgery::linear (direct)"]
@@ -125,6 +133,7 @@ def parser() -> argparse.ArgumentParser:
                     help="activation tensors the calls take in turn (default 8; 1: every call the same x)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     ap.add_argument("--no-profile", action="store_true", help="skip the torch.profiler run")
+    ap.add_argument("--parts", action="store_true", help="also time the parts of an op call (module doc)")
     ap.add_argument("--package", default=PACKAGE, metavar="DIR",
                     help="the directory to import sfsurgery from (default this repository's python/; another checkout's to compare)")
     return ap
@@ -171,6 +180,14 @@ def render(doc: dict) -> str:
         if got:
             v, r = max(got, key=lambda t: t[0])
             lines.append(f"largest {header}: {v:.2f} ({r['n']}x{r['k']}, m = {r['m']})")
+    if any(r.get("parts_us") for r in doc["rows"]):
+        lines.append("")
+        lines.append("parts of an op call, host µs each timed alone in its loop (--parts), beside the whole op:")
+        for r in doc["rows"]:
+            p = r.get("parts_us")
+            if p:
+                parts = ", ".join(f"{h} {p[key]:.1f}" for key, h in PARTS if p.get(key) is not None)
+                lines.append(f"  {r['n']}x{r['k']} m={r['m']}: {parts}; op {_cell(r['us'].get('op'), '.1f')}")
     if any(r.get("profiler_us") for r in doc["rows"]):
         lines.append("")
         lines.append("torch.profiler, CPU µs per call (self + children) of each call's range [and of the operators in it]:")
@@ -376,11 +393,38 @@ def measure_shape(n: int, k: int, table, args, rate: float, gen) -> List[dict]:
         samples = host_us(fns, args.calls, args.reps, rate)
         us = medians(samples)
         row = {"n": n, "k": k, "m": m, "path": path, "us": us, "ratio": ratios(samples), "loops_us": samples}
+        if args.parts and "op" in fns:
+            row["parts_us"] = medians(host_us(part_fns(xs, packed, meta, tid, n, k, m), args.calls, args.reps, rate))
         if not args.no_profile:
             row["profiler_us"] = profiled_us(fns, args.calls, rate)
         rows.append(row)
         print(f"{n}x{k} m={m}: " + ", ".join(f"{key} {v:.1f} µs" for key, v in us.items()), file=sys.stderr)
     return rows
+
+
+def part_fns(xs, packed, meta, tid: int, n: int, k: int, m: int) -> Dict[str, Callable[[], object]]:
+    """The parts of an op call of packed + meta (registered table tid) on
+    activations xs of m tokens, each a call to time (PARTS): through the
+    package's own functions, as ops.linear calls them."""
+    import torch
+
+    from sfsurgery import ops
+
+    x = xs[0]
+    ordinal = x.get_device()
+    launcher = ops._weight(tid, ordinal, n, k, packed.data_ptr(), meta.data_ptr(), 0).launcher(m)
+    y = x.new_empty(x.shape[:-1] + (n,))
+    yp, xp, stream = y.data_ptr(), x.data_ptr(), ops.stream(ordinal)
+    nxp = itertools.cycle([t.data_ptr() for t in xs]).__next__
+    parts = {
+        "alloc": lambda: x.new_empty(x.shape[:-1] + (n,)),
+        "checks": lambda: ops._check_linear(packed, meta, None, tid, ordinal, x.dtype),
+        "launch": lambda: launcher(yp, xp, m, stream),
+        "launch_new_x": lambda: launcher(yp, nxp(), m, stream),
+        "loop": lambda: None,
+    }
+    torch.cuda.synchronize()
+    return parts
 
 
 def measure(args) -> dict:

@@ -34,7 +34,9 @@ class ArgsTest(unittest.TestCase):
         a, _ = parse()
         self.assertEqual(a.shapes, [(4096, 4096), (1024, 4096), (6144, 4096), (28672, 4096), (4096, 14336)])
         self.assertEqual(a.tokens, [1, 16, 512, 2048])
-        self.assertEqual((a.dtype, a.calls, a.reps, a.activations, a.json, a.no_profile), ("bf16", 100, 21, 8, None, False))
+        self.assertEqual((a.dtype, a.calls, a.reps, a.activations, a.json, a.no_profile, a.parts),
+                         ("bf16", 100, 21, 8, None, False, False))
+        self.assertTrue(parse("--parts")[0].parts)
         self.assertEqual(a.package, os.path.join(REPO, "python"))
 
     def test_good(self):
@@ -134,6 +136,17 @@ class RenderTest(unittest.TestCase):
         d = doc()
         d["package"] = "/old/python"
         self.assertTrue(op_host.render(d).splitlines()[0].endswith("ratios paired by round; sfsurgery from /old/python"))
+
+    def test_parts(self):
+        """Rows with the op's parts list them, in PARTS' order, beside the
+        op's time; rows without (no op, or no --parts) are left out."""
+        d = doc()
+        d["rows"][1]["parts_us"] = {"alloc": 10.16, "checks": 3.95, "launch": 7.54, "launch_new_x": 9.87, "loop": 0.07}
+        out = op_host.render(d).splitlines()
+        i = out.index("parts of an op call, host µs each timed alone in its loop (--parts), beside the whole op:")
+        self.assertEqual(out[i + 1], "  4096x4096 m=512: alloc y 10.2, checks 4.0, launch 7.5, launch, new x 9.9, loop 0.1; op 30.0")
+        self.assertEqual(out[i + 2], "")
+        self.assertNotIn("parts of an op call", op_host.render(doc()))
 
     def test_no_profile(self):
         d = doc()
