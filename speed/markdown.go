@@ -168,7 +168,7 @@ func timing(m Method) string {
 }
 
 // outputNote is ", y in DTYPE" where dense and ours wrote 16-bit output
-// (bench --out), and empty for float32 output.
+// (bench --out-dtype), and empty for float32 output.
 func outputNote(m Method) string {
 	if m.Output == "" {
 		return ""

@@ -196,6 +196,9 @@ func (s *sweeper) describe() error {
 	if !s.hasLt {
 		s.notef("dense baseline is the package's own kernel, not cuBLASLt (%s): speedups overstate what an engine gains",
 			s.dev.DenseBackend())
+		if s.opt.Output == s.opt.DType {
+			s.notef("no dense rows with y of %v: the package's own dense kernel writes float32 (--out-dtype f32 measures it)", s.opt.DType)
+		}
 	}
 	s.rot = 2 * max(l2, 1<<20)
 	s.rep.Method.RotateBytes = s.rot

@@ -32,8 +32,11 @@ func (s *sweeper) row(sh Shape, b *shapeBufs, m int) (err error) {
 	a := &arena{dev: s.dev}
 	defer func() { err = errors.Join(err, a.free()) }()
 	r := &rowBufs{rows: roundUp(m, 16)}
+	// y holds float32 (the reference is written there too); a rotation
+	// copy touches x and y of the products' output type.
+	_, out := s.yType()
 	xBytes, yBytes := int64(r.rows)*int64(k)*2, int64(r.rows)*int64(n)*4
-	r.copies = min(s.copiesFor(xBytes+yBytes), b.copies)
+	r.copies = min(s.copiesFor(xBytes+int64(r.rows)*int64(n)*int64(out)), b.copies)
 	if r.x, err = a.copies(b.x[:xBytes], r.copies); err != nil {
 		return fmt.Errorf("activations: %w", err)
 	}
