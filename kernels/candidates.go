@@ -21,7 +21,7 @@ func (d *Device) DenseCandidates(dt, yType checkpoint.DType, m, n, k int) (int, 
 	if err := checkDims(op, dt, m, n, k); err != nil {
 		return 0, err
 	}
-	if _, err := (DenseOperands{DType: dt, YType: yType}).yBytes(op); err != nil {
+	if _, err := yBytes(op, yType, dt); err != nil {
 		return 0, err
 	}
 	var count int

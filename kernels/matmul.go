@@ -35,13 +35,9 @@ func (ops SparseOperands) elementY() bool { return ops.YType == ops.DType }
 // (the decode or prefill kernels) where full is set, and returns the
 // bytes of one element of y.
 func (ops SparseOperands) checkOutput(op string, full bool) (int, error) {
-	size := 4
-	switch ops.YType {
-	case "", checkpoint.F32:
-	case ops.DType:
-		size = 2
-	default:
-		return 0, argError("%s: y of type %v: float32 or the element type %v", op, ops.YType, ops.DType)
+	size, err := yBytes(op, ops.YType, ops.DType)
+	if err != nil {
+		return 0, err
 	}
 	if !full && (ops.Bias != nil || size == 2) {
 		return 0, argError("%s: a bias or a y of %v needs m ≤ %d (the decode kernels) or the sm_90a module (the prefill kernel), not m = %d here",
@@ -157,16 +153,18 @@ type DenseOperands struct {
 	YType checkpoint.DType
 }
 
-// yBytes returns the bytes of one element of ops.Y, refusing a YType
-// other than float32 or DType (op names the call in the error).
-func (ops DenseOperands) yBytes(op string) (int, error) {
-	switch ops.YType {
+// yBytes returns the bytes of one element of a product's y of yType for
+// inputs of dt: 4 for float32 ("" or checkpoint.F32), 2 for dt; any other
+// type is refused (op names the call in the error). Sparse and dense
+// products take the same output types.
+func yBytes(op string, yType, dt checkpoint.DType) (int, error) {
+	switch yType {
 	case "", checkpoint.F32:
 		return 4, nil
-	case ops.DType:
+	case dt:
 		return 2, nil
 	}
-	return 0, argError("%s: y of type %v: float32 or the element type %v", op, ops.YType, ops.DType)
+	return 0, argError("%s: y of type %v: float32 or the element type %v", op, yType, dt)
 }
 
 // DenseMatmul computes op.Y = op.X · op.Wᵀ, accumulating in float32. It
@@ -184,7 +182,7 @@ func (d *Device) denseArgs(op string, ops DenseOperands) (func() error, error) {
 	if err := checkDims(op, ops.DType, ops.M, ops.N, ops.K); err != nil {
 		return nil, err
 	}
-	yb, err := ops.yBytes(op)
+	yb, err := yBytes(op, ops.YType, ops.DType)
 	if err != nil {
 		return nil, err
 	}
