@@ -54,10 +54,12 @@
 // token 8j + 2·tig + i % 2 of the tile; each is stored through Out as the
 // decode kernels store theirs: plus the bias where there is one, as f32
 // or rounded to the element type. An unsplit unit of a tile whose 16-bit
-// sums fit one ring slot (128 rows by 64 tokens) stores 16-bit output
-// through its last stage's slot instead (staged_store): the same values,
-// written as whole 256-byte token rows rather than 2-byte stores a
-// thread, and the slot released to the producer only after the copy
+// sums fit one ring slot (128 rows by 64 tokens), or half of whose do
+// (128 by 128 and 256 by 128, in two passes of half the rows; not 256 by
+// 192), stores 16-bit output through its last stage's slot instead
+// (staged_store): the same values, written as 16-byte chunks of token
+// rows rather than 2-byte stores a thread, and the slot released to the
+// producer only after the copy
 // (TestGPUPrefillOutput checks every tile's output; the probe in
 // tools/probes/splitk_probe.cu checks each stored value bit for bit).
 //
@@ -463,51 +465,68 @@ __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2
   cluster_wait();
 }
 
+// Staging says how a tile's unsplit 16-bit sums go through a ring slot:
+// in one pass where all fit, in two where half the rows do (pass p the
+// products h = p of every warpgroup), else not at all (0).
+template <int NWG, int BN>
+struct Staging {
+  static constexpr int kBytes = Shape<NWG, BN>::kStageBytes;
+  static constexpr int kRows = 128 * NWG;
+  static constexpr int kPasses = BN * kRows * 2 <= kBytes ? 1 : (BN * kRows <= kBytes ? 2 : 0);
+};
+
 // staged_store stores a unit's sums, 16-bit, through the ring slot at
-// slot (its last stage's, held from the producer): stmatrix.trans writes
-// them token-major (token t's R outputs at t·2R, 16-byte chunk cc of them
-// at chunk cc ^ (t % 8)), then each consumer thread copies 16-byte chunks
-// to the output, a warp two token rows at a time.
+// slot (its last stage's, held from the producer), in Staging's passes:
+// stmatrix.trans writes a pass's rows token-major (token t's RP outputs at
+// t·2RP, 16-byte chunk cc of them at chunk cc ^ (t % 8)), then each
+// consumer thread copies 16-byte chunks to the output.
 template <typename T, int NWG, int BN>
 __device__ __forceinline__ void staged_store(const Out& out, const float (&acc)[2][BN / 2], uint32_t slot, int m0,
                                              int n0, int M, int N, int w, int lane, int ct, const bool (&live)[2]) {
-  constexpr int R = 128 * NWG, kChunks = R / 8, kThreads = 128 * NWG;
-  static_assert(BN * R * 2 <= Shape<NWG, BN>::kStageBytes, "the tile's 16-bit sums fit a ring slot");
+  constexpr int P = Staging<NWG, BN>::kPasses;
+  static_assert(P == 1 || P == 2, "a staged tile's sums fit a ring slot in one or two passes");
+  constexpr int RP = 128 * NWG / P, kChunks = RP / 8, kThreads = 128 * NWG;
   const int c = ct >> 7, g = lane >> 2, mi = lane >> 3, tt = lane & 7;
   consumers_sync<NWG>();  // every warp's products have read the slot
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float b0 = 0.f, b1 = 0.f;
-    const int row = 128 * c + 64 * h + 16 * w + g;
-    if (out.bias != nullptr && live[h]) {
-      b0 = to_f32(T{}, out.bias[n0 + row]);
-      b1 = to_f32(T{}, out.bias[n0 + row + 8]);
-    }
+  for (int p = 0; p < P; ++p) {
+    if (p > 0) consumers_sync<NWG>();  // the previous pass copied out of the slot
 #pragma unroll
-    for (int j = 0; j < BN / 8; j += 2) {
-      const uint32_t r0 = round16x2(T{}, acc[h][4 * j] + b0, acc[h][4 * j + 1] + b0);
-      const uint32_t r1 = round16x2(T{}, acc[h][4 * j + 2] + b1, acc[h][4 * j + 3] + b1);
-      const uint32_t r2 = round16x2(T{}, acc[h][4 * j + 4] + b0, acc[h][4 * j + 5] + b0);
-      const uint32_t r3 = round16x2(T{}, acc[h][4 * j + 6] + b1, acc[h][4 * j + 7] + b1);
-      const int tok = 8 * (j + (mi >> 1)) + tt;
-      const int chunk = 16 * c + 8 * h + 2 * w + (mi & 1);
-      const uint32_t addr = slot + tok * (R * 2) + ((chunk ^ (tok & 7)) * 16);
-      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
-                   "r"(r1), "r"(r2), "r"(r3)
-                   : "memory");
+    for (int hh = 0; hh < 2 / P; ++hh) {
+      const int h = P == 1 ? hh : p;
+      float b0 = 0.f, b1 = 0.f;
+      const int row = 128 * c + 64 * h + 16 * w + g;
+      if (out.bias != nullptr && live[h]) {
+        b0 = to_f32(T{}, out.bias[n0 + row]);
+        b1 = to_f32(T{}, out.bias[n0 + row + 8]);
+      }
+#pragma unroll
+      for (int j = 0; j < BN / 8; j += 2) {
+        const uint32_t r0 = round16x2(T{}, acc[h][4 * j] + b0, acc[h][4 * j + 1] + b0);
+        const uint32_t r1 = round16x2(T{}, acc[h][4 * j + 2] + b1, acc[h][4 * j + 3] + b1);
+        const uint32_t r2 = round16x2(T{}, acc[h][4 * j + 4] + b0, acc[h][4 * j + 5] + b0);
+        const uint32_t r3 = round16x2(T{}, acc[h][4 * j + 6] + b1, acc[h][4 * j + 7] + b1);
+        const int tok = 8 * (j + (mi >> 1)) + tt;
+        const int chunk = (P == 1 ? 16 * c + 8 * h : 8 * c) + 2 * w + (mi & 1);
+        const uint32_t addr = slot + tok * (RP * 2) + ((chunk ^ (tok & 7)) * 16);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+                     "r"(r1), "r"(r2), "r"(r3)
+                     : "memory");
+      }
     }
-  }
-  consumers_sync<NWG>();  // the whole tile staged
-  for (int i = ct; i < BN * kChunks; i += kThreads) {
-    const int t = i / kChunks, cc = i % kChunks;
-    if (m0 + t >= M || n0 + 8 * cc >= N) continue;
-    uint32_t v0, v1, v2, v3;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
-                 : "r"(slot + t * (R * 2) + ((cc ^ (t & 7)) * 16))
-                 : "memory");
-    uint16_t* y = static_cast<uint16_t*>(out.y) + static_cast<size_t>(m0 + t) * N + n0 + 8 * cc;
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(y), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
+    consumers_sync<NWG>();  // the pass staged
+    for (int i = ct; i < BN * kChunks; i += kThreads) {
+      const int t = i / kChunks, cc = i % kChunks;
+      const int r = P == 1 ? 8 * cc : 128 * (cc >> 3) + 64 * p + 8 * (cc & 7);  // cc's first row in the tile
+      if (m0 + t >= M || n0 + r >= N) continue;
+      uint32_t v0, v1, v2, v3;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
+                   : "r"(slot + t * (RP * 2) + ((cc ^ (t & 7)) * 16))
+                   : "memory");
+      uint16_t* y = static_cast<uint16_t*>(out.y) + static_cast<size_t>(m0 + t) * N + n0 + r;
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(y), "r"(v0), "r"(v1), "r"(v2), "r"(v3) : "memory");
+    }
   }
 }
 
@@ -555,7 +574,7 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     wg_wait<0>();
     // A 16-bit unit of a tile whose sums fit one ring slot keeps its last
     // stage's slot from the producer until staged_store has copied them out.
-    constexpr bool kStaged = !kSplit && S::kStageBytes >= S::kRows * BN * 2;
+    constexpr bool kStaged = !kSplit && Staging<NWG, BN>::kPasses > 0;
     const bool hold = kStaged && out.kind != 0 && sp.count > 0;
     if (sp.count > 0 && !hold) gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
     SFS_SPMM_TRACE(3);
