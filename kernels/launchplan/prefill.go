@@ -16,9 +16,10 @@ type PrefillTile struct {
 	// StageUS and SplitStageUS are a unit's time per 64-column stage of
 	// K, in µs, in the plain and the split-K entry point: what
 	// PrefillCandidates weighs each unit's stages by. Fitted, with the
-	// cost model's other constants, to every plan `sfsurgery bench` timed
-	// on an H200 from 128 to 4096 tokens on the Llama-3 projections and
-	// their stacks (TestPrefillAgainstBench replays them, TestPrefillFit
+	// cost model's other constants, to every plan `sfsurgery bench
+	// --out-dtype bf16` timed on an H200 from 128 to 4096 tokens on the
+	// Llama-3 projections and their stacks (y in BF16, as the serving
+	// package writes it) (TestPrefillAgainstBench replays them, TestPrefillFit
 	// fits them).
 	StageUS, SplitStageUS float64
 }
@@ -26,10 +27,10 @@ type PrefillTile struct {
 // PrefillTiles returns the prefill kernel's tiles, largest first.
 func PrefillTiles() []PrefillTile {
 	return []PrefillTile{
-		{Rows: 256, Tokens: 192, StageUS: 0.611, SplitStageUS: 0.842},
-		{Rows: 256, Tokens: 128, StageUS: 0.426, SplitStageUS: 0.450},
-		{Rows: 128, Tokens: 128, StageUS: 0.230, SplitStageUS: 0.298},
-		{Rows: 128, Tokens: 64, StageUS: 0.186, SplitStageUS: 0.221},
+		{Rows: 256, Tokens: 192, StageUS: 0.662, SplitStageUS: 0.823},
+		{Rows: 256, Tokens: 128, StageUS: 0.368, SplitStageUS: 0.446},
+		{Rows: 128, Tokens: 128, StageUS: 0.236, SplitStageUS: 0.326},
+		{Rows: 128, Tokens: 64, StageUS: 0.190, SplitStageUS: 0.211},
 	}
 }
 
@@ -117,17 +118,17 @@ const MaxPrefillSplits = 8
 const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
-	prefillUnitUS = 2.330
+	prefillUnitUS = 0.550
 	// prefillSplitUS and prefillSumKiBUS are what splitting K adds: once,
 	// and per KiB of f32 sums a CTA reads from the cluster's other CTAs
 	// in the sum, which the cluster network's bandwidth bounds
 	// (docs/kernels.md §2.6).
-	prefillSplitUS  = 2.769
-	prefillSumKiBUS = 0.051
+	prefillSplitUS  = 3.491
+	prefillSumKiBUS = 0.025
 	// prefillTrafficUS is the time per MiB that the CTAs running at once
 	// bring into shared memory a stage, over the launch's stages: a
 	// stage takes longer the more CTAs share L2 and memory bandwidth.
-	prefillTrafficUS = 0.0185
+	prefillTrafficUS = 0.0095
 )
 
 // PrefillClusterCTAs is the most CTAs of the prefill kernel (one a SM:
