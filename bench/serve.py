@@ -19,6 +19,9 @@ end-to-end speedup. The dense model's projections are then set to the
 pruned weights (decoded from DIR_2of4 by
 our kernel, the bytes of `sfsurgery prune --format dense`) to check the
 sparse model's logits on a teacher-forced prompt and its greedy tokens.
+OUT.json is written after every batch (atomically), so a run stopped
+early keeps the batches it finished; the times each part took are
+printed.
 """
 
 import argparse
@@ -35,7 +38,7 @@ import sfsurgery  # noqa: E402  (registers the quantizer)
 from sfsurgery import SparseLinear, SparseMLP, layout, ops  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
-from serve_table import ttft_median  # noqa: E402  (this directory, sys.path[0] when run as a script)
+from serve_table import summary_row, write  # noqa: E402  (this directory, sys.path[0] when run as a script)
 
 # SCHEMA names the layout of the JSON this writes (python/tests/test_docs.py
 # reads the committed ones).
@@ -314,18 +317,41 @@ def main():
         out[f"{name}_projection_bytes"] = projection_bytes(m)
     print(f"weights: sparse {out['sparse_weight_bytes'] / 2**30:.2f} GiB, dense {out['dense_weight_bytes'] / 2**30:.2f} GiB; "
           f"projections {out['sparse_projection_bytes'] / out['dense_projection_bytes']:.1%} of dense", flush=True)
-    rows = measure(dict(sparse=sparse, dense=dense), batches, a.prompt, a.new, a.seed, ttft_reps=a.ttft_reps)
-    out["sparse_rows"], out["dense_rows"] = rows["sparse"], rows["dense"]
-    out["sparse_prefill"] = next(m.prefill for m in sparse.modules() if isinstance(m, SparseLinear))
+    print(f"loaded in {time.perf_counter() - t0:.0f} s", flush=True)
+    # One batch at a time, the result written after each: a run stopped
+    # early (a GPU host's time limit) keeps the batches it finished.
+    out["sparse_rows"], out["dense_rows"], out["summary"] = {}, {}, []
+    out["sparse_prefill"] = sparse_prefill(sparse)
+    for b in batches:
+        t1 = time.perf_counter()
+        rows = measure(dict(sparse=sparse, dense=dense), [b], a.prompt, a.new, a.seed, ttft_reps=a.ttft_reps)
+        s, d = rows["sparse"][b], rows["dense"][b]
+        out["sparse_rows"][b], out["dense_rows"][b] = s, d
+        row = summary_row(b, s, d, {})
+        out["summary"].append(row)
+        write(a.out, out)
+        median = f"; the calls' medians {row['ttft_median_ratio']:.2f}x" if "ttft_median_ratio" in row else ""
+        print(f"batch {b}: decode {row['decode_speedup']:.3f}x dense (Amdahl bound {row['amdahl']:.3f}x: share "
+              f"{row['share']:.2f}, projections {row['projection_speedup']:.2f}x; {row['of_bound']:.1%} of the bound); "
+              f"ttft {row['ttft_ratio']:.2f}x ({sparse_prefill(sparse)} prefill{median}); {time.perf_counter() - t1:.0f} s",
+              flush=True)
+    alts = {}
     for mode, asked in (("decode", a.decode_prefill), ("cusparselt", a.cusparselt)):
         if not asked:
             continue
         key = "decode_prefill" if mode == "decode" else "cusparselt"
         try:
             out[key] = prefill_alt(sparse, mode, batches, a.prompt, a.seed)
+            alts[key] = out[key]
         except Exception as e:  # reported, and the rest still measured
             out[key] = dict(error=f"{type(e).__name__}: {e}")
             print(f"  {mode} prefill: {out[key]['error']}", flush=True)
+    if alts:
+        out["summary"] = [summary_row(b, out["sparse_rows"][b], out["dense_rows"][b], alts) for b in batches]
+        write(a.out, out)
+        for row in out["summary"]:
+            print(f"batch {row['batch']}: ttft " + ", ".join(f"with {k} {row['ttft_ratio_' + k]:.2f}x" for k in alts
+                                                           if "ttft_ratio_" + k in row), flush=True)
 
     set_pruned(dense, a.sparse)
     rel, same, gap = check(sparse, dense, a.seed)
@@ -337,33 +363,13 @@ def main():
         out["reference"] = reference(sparse, dense, a.seed)
         print(f"logits against the dense pruned model in float32: sparse {out['reference']['sparse_vs_f32']:.2e}, "
               f"dense bf16 {out['reference']['dense_vs_f32']:.2e}", flush=True)
+    write(a.out, out)
+    print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
 
-    rows = []
-    for b in batches:
-        s, d = out["sparse_rows"][b], out["dense_rows"][b]
-        share = d["projections_s"] / d["step_s"]
-        speed = d["projections_s"] / s["projections_s"]
-        bound = 1 / ((1 - share) + share / speed)
-        ratio = s["decode_tok_s"] / d["decode_tok_s"]
-        row = dict(batch=b, share=share, projection_speedup=speed, amdahl=bound, decode_speedup=ratio,
-                   of_bound=ratio / bound, ttft_ratio=d["ttft_s"] / s["ttft_s"])
-        alt = ""
-        md, ms = ttft_median(d), ttft_median(s)
-        if md and ms:
-            row["ttft_median_ratio"] = md / ms
-            alt += f"; the calls' medians {md / ms:.2f}x"
-        for key in ("decode_prefill", "cusparselt"):
-            t = out.get(key, {}).get("ttft_s", {}).get(b)
-            if t:
-                row[f"ttft_ratio_{key}"] = d["ttft_s"] / t
-                alt += f", with {key} {d['ttft_s'] / t:.2f}x"
-        rows.append(row)
-        print(f"batch {b}: decode {ratio:.3f}x dense (Amdahl bound {bound:.3f}x: share {share:.2f}, projections {speed:.2f}x; "
-              f"{ratio / bound:.1%} of the bound); ttft {d['ttft_s'] / s['ttft_s']:.2f}x ({out['sparse_prefill']} prefill{alt})",
-              flush=True)
-    out["summary"] = rows
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
+
+def sparse_prefill(model) -> str:
+    """The prefill path of the model's projections (SparseLinear.prefill)."""
+    return next(m.prefill for m in model.modules() if isinstance(m, SparseLinear))
 
 
 if __name__ == "__main__":

@@ -15,12 +15,19 @@ no column), where the result keeps every one-token call's time (serve.py
 prefill moves from call to call, and a best of a few calls with it), and
 the working memory generate added to the weights ("—" where the result
 does not have it).
+
+serve.py also takes from here what a result holds besides its
+measurements: the summary row of a batch (`summary_row`) and the atomic
+write it makes after every batch (`write`), so that a run stopped early
+keeps the batches it finished (python/tests/test_serve_table.py).
 """
 
 import argparse
 import json
+import os
 import statistics
 import sys
+import tempfile
 from typing import Dict, List, Optional
 
 SCHEMA = "sfsurgery-serve/1"
@@ -66,6 +73,45 @@ def ttft_median(row: Dict) -> Optional[float]:
     keeps (its visits' ttft_runs_s), or None where it keeps none."""
     runs = [t for v in row.get("visits", []) for t in v.get("ttft_runs_s", [])]
     return statistics.median(runs) if runs else None
+
+
+def summary_row(b: int, s: Dict, d: Dict, alternatives: Dict[str, Dict]) -> Dict:
+    """The summary of batch b from the 2:4 model's row s and dense's row
+    d: the projections' share of a dense decode step and their speedup,
+    the Amdahl bound they give, the decode speedup and the fraction of the
+    bound it reaches, the time to first token's ratio (best call), that of
+    the calls' medians where both rows keep them, and the ratio through
+    each alternative prefill path (key: its result, with ttft_s per
+    batch) that timed b."""
+    share = d["projections_s"] / d["step_s"]
+    speed = d["projections_s"] / s["projections_s"]
+    bound = 1 / ((1 - share) + share / speed)
+    ratio = s["decode_tok_s"] / d["decode_tok_s"]
+    row = dict(batch=b, share=share, projection_speedup=speed, amdahl=bound, decode_speedup=ratio,
+               of_bound=ratio / bound, ttft_ratio=d["ttft_s"] / s["ttft_s"])
+    md, ms = ttft_median(d), ttft_median(s)
+    if md and ms:
+        row["ttft_median_ratio"] = md / ms
+    for key, alt in alternatives.items():
+        t = alt.get("ttft_s", {}).get(b) if isinstance(alt, dict) else None
+        if t:
+            row[f"ttft_ratio_{key}"] = d["ttft_s"] / t
+    return row
+
+
+def write(path: str, result: Dict) -> None:
+    """Writes result as JSON to path through a temporary file beside it,
+    renamed over path: a reader sees the previous result or this one,
+    never part of one."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".serve-", suffix=".json", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def table(r: Dict, title: Optional[str] = None) -> str:

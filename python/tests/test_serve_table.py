@@ -184,5 +184,67 @@ class TableTest(unittest.TestCase):
         self.assertEqual(err, "serve_table.py: 2 titles for 1 results\n")
 
 
+class SummaryTest(unittest.TestCase):
+    def test_known_answer(self):
+        """Projections 4 ms of a 10 ms dense step (share 0.4), 2x faster:
+        bound 1 / (0.6 + 0.2) = 1.25x; decode 120 against 100 tok/s, 96%
+        of it; first token 40 against 50 ms (1.25x), the calls' medians 45
+        against 60 ms; decode to dense 62.5 ms (0.8x)."""
+        s = dict(projections_s=0.002, step_s=0.009, decode_tok_s=120.0, ttft_s=0.040,
+                 visits=[dict(ttft_runs_s=[0.040, 0.045, 0.050])])
+        d = dict(projections_s=0.004, step_s=0.010, decode_tok_s=100.0, ttft_s=0.050,
+                 visits=[dict(ttft_runs_s=[0.070, 0.050]), dict(ttft_runs_s=[0.060])])
+        row = serve_table.summary_row(8, s, d, {"decode_prefill": {"ttft_s": {8: 0.0625}}, "cusparselt": {"ttft_s": {1: 0.01}}})
+        want = dict(batch=8, share=0.4, projection_speedup=2.0, amdahl=1.25, decode_speedup=1.2, of_bound=0.96,
+                    ttft_ratio=1.25, ttft_median_ratio=60 / 45, ttft_ratio_decode_prefill=0.8)
+        self.assertEqual(set(row), set(want))
+        for k, v in want.items():
+            self.assertAlmostEqual(row[k], v, places=12, msg=k)
+        del s["visits"]
+        self.assertNotIn("ttft_median_ratio", serve_table.summary_row(8, s, d, {}))
+
+    def test_committed_summaries(self):
+        """Every figure of a committed result's summary is summary_row's
+        from its rows (the JSON's batch keys are strings; results of
+        earlier serve.py versions lack the figures added since)."""
+        paths = sorted(glob.glob(os.path.join(DOCS, "serve-h*.json")))
+        self.assertTrue(paths)
+        for path in paths:
+            with open(path) as f:
+                r = json.load(f)
+            alts = {k: r[k] for k in serve_table.ALTERNATIVES if isinstance(r.get(k), dict) and "ttft_s" in r[k]}
+            for want in r["summary"]:
+                b = str(want["batch"])
+                with self.subTest(path=os.path.basename(path), batch=b):
+                    got = serve_table.summary_row(want["batch"], r["sparse_rows"][b], r["dense_rows"][b],
+                                                  {k: {"ttft_s": {want["batch"]: v["ttft_s"].get(b)}} for k, v in alts.items()})
+                    self.assertLessEqual(set(want), set(got))
+                    for k, v in want.items():
+                        self.assertAlmostEqual(got[k], v, places=9, msg=k)
+
+
+class WriteTest(unittest.TestCase):
+    def test_replaces_whole(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "serve.json")
+            serve_table.write(path, {"summary": [1]})
+            serve_table.write(path, {"summary": [1, 2]})
+            with open(path) as f:
+                self.assertEqual(json.load(f), {"summary": [1, 2]})
+            self.assertEqual(os.listdir(tmp), ["serve.json"])
+
+    def test_failure_keeps_the_old_result(self):
+        """A result json cannot write leaves the previous file as it was
+        and no temporary file beside it."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "serve.json")
+            serve_table.write(path, {"summary": [1]})
+            with self.assertRaises(TypeError):
+                serve_table.write(path, {"summary": [object()]})
+            with open(path) as f:
+                self.assertEqual(json.load(f), {"summary": [1]})
+            self.assertEqual(os.listdir(tmp), ["serve.json"])
+
+
 if __name__ == "__main__":
     unittest.main()
