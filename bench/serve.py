@@ -25,7 +25,6 @@ printed.
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys

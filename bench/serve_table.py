@@ -27,7 +27,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 from typing import Dict, List, Optional
 
 SCHEMA = "sfsurgery-serve/1"
@@ -100,17 +99,18 @@ def summary_row(b: int, s: Dict, d: Dict, alternatives: Dict[str, Dict]) -> Dict
 
 
 def write(path: str, result: Dict) -> None:
-    """Writes result as JSON to path through a temporary file beside it,
-    renamed over path: a reader sees the previous result or this one,
-    never part of one."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".serve-", suffix=".json", dir=d)
+    """Writes result as JSON to path through a temporary file beside it
+    (made as open() makes files, so the umask sets its mode), renamed over
+    path: a reader sees the previous result or this one, never part of
+    one."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        with open(tmp, "x") as f:
             json.dump(result, f, indent=1)
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise
 
 

@@ -572,8 +572,9 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     // ptxas cannot prove the accumulators complete where the sums use them
     // and serializes every wgmma of the split entry points (its C7518).
     wg_wait<0>();
-    // A 16-bit unit of a tile whose sums fit one ring slot keeps its last
-    // stage's slot from the producer until staged_store has copied them out.
+    // A 16-bit unit of a tile whose sums go through one ring slot, in one
+    // or two passes (Staging), keeps its last stage's slot from the
+    // producer until staged_store has copied them out.
     constexpr bool kStaged = !kSplit && Staging<NWG, BN>::kPasses > 0;
     const bool hold = kStaged && out.kind != 0 && sp.count > 0;
     if (sp.count > 0 && !hold) gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));

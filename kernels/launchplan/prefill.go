@@ -18,9 +18,9 @@ type PrefillTile struct {
 	// PrefillCandidates weighs each unit's stages by. Fitted, with the
 	// cost model's other constants, to every plan `sfsurgery bench
 	// --out-dtype bf16` timed on an H200 from 128 to 4096 tokens on the
-	// Llama-3 projections and their stacks (y in BF16, as the serving
-	// package writes it) (TestPrefillAgainstBench replays them, TestPrefillFit
-	// fits them).
+	// Llama-3 projections and their stacks, y in BF16 as the serving
+	// package writes it (TestPrefillAgainstBench replays them,
+	// TestPrefillFit fits them).
 	StageUS, SplitStageUS float64
 }
 

@@ -232,6 +232,26 @@ class WriteTest(unittest.TestCase):
             with open(path) as f:
                 self.assertEqual(json.load(f), {"summary": [1, 2]})
             self.assertEqual(os.listdir(tmp), ["serve.json"])
+            plain = os.path.join(tmp, "plain")
+            with open(plain, "w"):
+                pass
+            self.assertEqual(os.stat(path).st_mode & 0o777, os.stat(plain).st_mode & 0o777, "the umask's mode")
+
+    def test_partial_result_renders(self):
+        """What serve.py writes after its first batch (rows, summary, no
+        logits check yet) loads and renders as a one-row table."""
+        with open(os.path.join(DOCS, "serve-h200-llama3-8b.json")) as f:
+            whole = json.load(f)
+        partial = {k: v for k, v in whole.items() if k not in ("logits_rel_error", "greedy_same_tokens",
+                                                             "greedy_gap_at_parting", "decode_prefill", "summary")}
+        partial["sparse_rows"], partial["dense_rows"] = {"1": whole["sparse_rows"]["1"]}, {"1": whole["dense_rows"]["1"]}
+        partial["summary"] = [whole["summary"][0]]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "serve.json")
+            serve_table.write(path, partial)
+            rows = [line for line in serve_table.table(serve_table.load(path)).splitlines() if BATCH_ROW.match(line)]
+        self.assertEqual(len(rows), 1)
+        self.assertTrue(rows[0].startswith("| 1 | 138.1 | 202.3 | **1.46x** |"), rows[0])
 
     def test_failure_keeps_the_old_result(self):
         """A result json cannot write leaves the previous file as it was

@@ -17,9 +17,12 @@
 // barriers set up, 2 first stage landed, 3 products done, 4 sums
 // published, 5 stores done), min/median/max over the CTAs in µs after the
 // first CTA's entry (probe_trace.cuh). The plans are those the planner
-// picks (docs/bench-h200-prefill.md), their neighbours, two with
-// tokens and rows off the tile ("edges"), and three unsplit 256-row tiles
-// the planner picks for the wide shapes at 512–1024 tokens; $SPLITK_PLANS
+// picks ("planned": docs/bench-h200-prefill.md's fit, y in BF16), their
+// neighbours (among them the planner's earlier picks for 8B k/v at 256
+// and 512 tokens and 8B q/o at 128, indices 4, 5 and 7, kept so that
+// runs compare by index), two with tokens and rows off the tile
+// ("edges"), and three unsplit 256-row tiles the planner picks for the
+// wide shapes at 512–1024 tokens; $SPLITK_PLANS
 // (indices, e.g. "0,6") runs only those, as ncu does.
 #include "probe_trace.cuh"  // SFS_SPMM_TRACE, before the kernel header
 
@@ -207,14 +210,16 @@ int probe_all(int sms) {
   const Plan plans[] = {
       {1024, 4096, 128, 1, 64, 6, "8B k/v, planned"},    {1024, 4096, 128, 1, 64, 4, ""},
       {1024, 4096, 128, 1, 64, 1, "unsplit"},            {1024, 4096, 128, 1, 128, 8, ""},
-      {1024, 4096, 256, 1, 128, 5, "8B k/v, planned"},   {1024, 4096, 512, 2, 128, 6, "8B k/v, planned"},
-      {1024, 4096, 1024, 1, 64, 1, "8B k/v, planned"},   {4096, 4096, 128, 2, 128, 4, "8B q/o, planned"},
+      {1024, 4096, 256, 1, 128, 5, ""},                  {1024, 4096, 512, 2, 128, 6, ""},
+      {1024, 4096, 1024, 1, 64, 1, "8B k/v, planned"},   {4096, 4096, 128, 2, 128, 4, ""},
       {4096, 4096, 128, 1, 64, 1, "unsplit"},            {4096, 4096, 256, 1, 64, 1, "8B q/o, planned"},
       {1024, 8192, 128, 1, 64, 6, "70B k/v, planned"},   {1024, 8192, 512, 2, 128, 6, "70B k/v, planned"},
       {1024, 4096, 2048, 1, 128, 1, "8B k/v, planned"},  {4096, 4096, 512, 1, 128, 1, "8B q/o, planned"},
       {4096, 4096, 1024, 1, 64, 1, ""},          {1056, 4096, 200, 1, 64, 1, "edges"},
       {1056, 4096, 200, 1, 64, 3, "edges"},              {4096, 4096, 1024, 2, 128, 1, "8B q/o, planned"},
       {14336, 4096, 512, 2, 128, 1, "8B gate/up, planned"}, {4096, 14336, 1024, 2, 128, 1, "8B down, planned"},
+      {1024, 4096, 256, 1, 64, 3, "8B k/v, planned"},    {1024, 4096, 512, 1, 64, 2, "8B k/v, planned"},
+      {4096, 4096, 128, 1, 64, 2, "8B q/o, planned"},
   };
   std::mt19937 rng(7);
   const Lt lt = make_lt();
