@@ -55,6 +55,19 @@ class VariantsTest(unittest.TestCase):
             self.assertIn(f"mbar_expect(full, S::kStageBytes - {dropped})", got)
             self.assertEqual(got.count("tma2d(st"), src.count("tma2d(st") - 1)
 
+    def test_nostores_guards_every_store(self):
+        """Each of the kernel's output stores (put1 of the accumulators and
+        of the split sum, the staged 16-bit copy) is behind a guard the
+        probe's sums never meet in the nostores variant (a float of 1.2e30,
+        or a pair of 16-bit sums whose bits are 0x12345678)."""
+        src = kernel()
+        got = spmm_variants.apply(src, "nostores")
+        stores = [l for l in src.splitlines() if "put1<T>(out" in l or "st.global" in l]
+        self.assertEqual(len(stores), 3, stores)
+        for line in got.splitlines():
+            if "put1<T>(out" in line or "st.global" in line:
+                self.assertTrue("1.2345e30f" in line or "0x12345678u" in line, line)
+
     def test_missing_text_is_one_line(self):
         with self.assertRaises(spmm_variants.VariantError) as cm:
             spmm_variants.apply("// not the kernel\n", "nomma")

@@ -28,6 +28,8 @@ KERNEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "k
 _PRODUCT = "mma<0>(T{}, acc[h], desc64(st + S::kBBytes + arows + h * 64 * 64 + p * 32), bd, e[p][h]);"
 _STORE_PLAIN = "if (tok < M) gemv::put1<T>(out, static_cast<size_t>(tok) * N + row0 + 8 * (i >> 1), v[4 * j + i] + bias[i >> 1]);"
 _STORE_SUM = "gemv::put1<T>(out, static_cast<size_t>(tt) * N + rr, vals[i] + b);"
+_STORE_STAGED = ('asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\\n" ::"l"(y), "r"(v0), "r"(v1), "r"(v2), "r"(v3) '
+                 ': "memory");')
 _EXPECT = "gemv::mbar_expect(full, S::kStageBytes);"
 _COPY_X = "      tma2d(st, tx, 64 * kc, m0, full);\n"
 _COPY_PACKED = "      tma2d(st + S::kBBytes, tp, 32 * kc, n0, full);\n"
@@ -43,7 +45,8 @@ VARIANTS: Dict[str, Tuple[str, List[Tuple[str, str]]]] = {
               [(_PRODUCT, f"if (e[p][h] == {_NEVER_U}) " + _PRODUCT)]),
     "nostores": ("the output stores (sums computed, never stored)",
                  [(_STORE_PLAIN, _STORE_PLAIN.replace("if (tok < M)", f"if (tok < M && v[4 * j + i] == {_NEVER_F})")),
-                  (_STORE_SUM, f"if (vals[i] == {_NEVER_F}) " + _STORE_SUM)]),
+                  (_STORE_SUM, f"if (vals[i] == {_NEVER_F}) " + _STORE_SUM),
+                  (_STORE_STAGED, f"if (v0 == {_NEVER_U}) " + _STORE_STAGED)]),
     "nox": ("the activations' copies (their bytes not expected)",
             [(_EXPECT, "gemv::mbar_expect(full, S::kStageBytes - S::kBBytes);"), (_COPY_X, "")]),
     "nopacked": ("the packed values' copies (their bytes not expected)",
