@@ -22,8 +22,14 @@
 // and 512 tokens and 8B q/o at 128, indices 4, 5 and 7, kept so that
 // runs compare by index), two with tokens and rows off the tile
 // ("edges"), and three unsplit 256-row tiles the planner picks for the
-// wide shapes at 512–1024 tokens; $SPLITK_PLANS
-// (indices, e.g. "0,6") runs only those, as ncu does.
+// wide shapes at 512–1024 tokens, and four r128 t64 plans of 256 CTAs
+// (indices 23–26), the grids that two CTAs a SM would run in one wave
+// (with a ring of at most 4 slots in place of spmm_wg.cuh's, 71 KB a
+// CTA: `sed 's/kFit < 8 ? kFit : 8/kFit < 4 ? kFit : 4/'`, and
+// SPLITK_MIN_BLOCKS 2 defined at its top, as a $PROBE_VARIANTS header
+// of prefill_run.sh). $SPLITK_PLANS (indices,
+// e.g. "0,6") runs only those, as ncu does; $SPLITK_CTAS_PER_SM (default
+// 1) sizes an unsplit plan's persistent grid at that many CTAs a SM.
 #include "probe_trace.cuh"  // SFS_SPMM_TRACE, before the kernel header
 
 #include <cublasLt.h>
@@ -41,8 +47,15 @@
 #include "probe_spmm.cuh"
 #include "probe_time.cuh"
 
+// SPLITK_MIN_BLOCKS is the CTAs a SM that plan_kernel's registers leave
+// room for (__launch_bounds__); a $PROBE_VARIANTS header may define it
+// (2: at most 128 registers a thread with 256 threads).
+#ifndef SPLITK_MIN_BLOCKS
+#define SPLITK_MIN_BLOCKS 1
+#endif
+
 template <typename T, int NWG, int BN, bool kSplit>
-__global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, 1)
+__global__ void __launch_bounds__(sfs::spmm_wg::Shape<NWG, BN>::kThreads, SPLITK_MIN_BLOCKS)
     plan_kernel(void* Y, const __grid_constant__ TensorMap tx, const __grid_constant__ TensorMap tp,
                 const __grid_constant__ TensorMap tu, int M, int N, int K, const uint16_t* B, int out, int S) {
   sfs::spmm_wg::kernel<T, NWG, BN, kSplit>(sfs::gemv::Out(Y, B, out), tx, tp, tu, M, N, K, S);
@@ -220,6 +233,8 @@ int probe_all(int sms) {
       {14336, 4096, 512, 2, 128, 1, "8B gate/up, planned"}, {4096, 14336, 1024, 2, 128, 1, "8B down, planned"},
       {1024, 4096, 256, 1, 64, 3, "8B k/v, planned"},    {1024, 4096, 512, 1, 64, 2, "8B k/v, planned"},
       {4096, 4096, 128, 1, 64, 2, "8B q/o, planned"},
+      {1024, 4096, 512, 1, 64, 4, "8B k/v, 256 CTAs"},  {1024, 4096, 1024, 1, 64, 2, "8B k/v, 256 CTAs"},
+      {4096, 4096, 256, 1, 64, 2, "8B q/o, 256 CTAs"},  {1024, 8192, 512, 1, 64, 4, "70B k/v, 256 CTAs"},
   };
   std::mt19937 rng(7);
   const Lt lt = make_lt();
@@ -258,6 +273,8 @@ int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, dev));
-  printf("%s, %d SMs, %s\n", prop.name, sms, f16 ? "f16" : "bf16");
-  return f16 ? probe_all<sfs::F16>(sms) : probe_all<sfs::BF16>(sms);
+  const char* per = getenv("SPLITK_CTAS_PER_SM");
+  const int ctas = sms * (per != nullptr && atoi(per) > 1 ? atoi(per) : 1);  // an unsplit plan's grid at most
+  printf("%s, %d SMs, %s, unsplit grids of at most %d CTAs\n", prop.name, sms, f16 ? "f16" : "bf16", ctas);
+  return f16 ? probe_all<sfs::F16>(ctas) : probe_all<sfs::BF16>(ctas);
 }
