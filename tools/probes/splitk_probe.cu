@@ -49,7 +49,9 @@
 
 // SPLITK_MIN_BLOCKS is the CTAs a SM that plan_kernel's registers leave
 // room for (__launch_bounds__); a $PROBE_VARIANTS header may define it
-// (2: at most 128 registers a thread with 256 threads).
+// (2: at most 128 registers a thread with 256 threads). Run only the 128-row
+// tiles' plans with 2: the 256-row tiles' consumers raise their registers
+// to 232 (setmaxnreg), which two CTAs of 384 threads do not leave free.
 #ifndef SPLITK_MIN_BLOCKS
 #define SPLITK_MIN_BLOCKS 1
 #endif
