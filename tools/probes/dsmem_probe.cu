@@ -15,11 +15,14 @@
 //   - "bf16": four 2-byte stores a float4, as cluster_sum stores a 16-bit
 //     y (rows 8 apart, token pairs).
 // "local" reads the CTA's own shared memory S times instead of the S CTAs'
-// (ld.shared, not the cluster's network). A second cluster barrier keeps
+// (ld.shared, not the cluster's network). "runtime S" is cluster_sum's own
+// form of the loads: S an argument, the loop over all kMaxSplits = 8 ranks
+// with the loads past S predicated off. A second cluster barrier keeps
 // the shared memory alive. Each CTA's thread 0 stamps the global timer
 // after the first barrier and after the second; the probe prints the
 // median and the largest of those spans over the CTAs, and the launch's
-// time (CUDA events, the median of 20), and checks every sum.
+// time (CUDA events, the median of 20), and checks every stored sum; the
+// exit status is 1 if any is wrong.
 //
 // Build and run from the repository root:
 //
@@ -37,6 +40,7 @@ constexpr int kThreads = 128;
 constexpr int kAll = 2048;                 // float4s of a CTA's sums (128 rows × 64 tokens)
 constexpr int kSmem = 140 * 1024;          // one CTA a SM
 constexpr float kNever = 1.2345e30f;       // no sum takes it
+constexpr int kMaxSplits = 8;              // spmm_wg.cuh's bound on S
 
 enum Store { kNone, kF32x4, kBF16 };
 
@@ -74,13 +78,16 @@ __device__ __forceinline__ float4 ld_local(uint32_t addr) {
 __host__ __device__ inline float value(int rank, int e, int c) { return static_cast<float>((rank + 1) * 0.25f + e * 4 + c); }
 
 // sum is one CTA's part: publish, add its share over the S CTAs, store.
-template <int S, int B, bool kLocal, Store kStore>
-__global__ void __launch_bounds__(kThreads, 1) sum(float* y, uint16_t* y16, uint64_t* span) {
+// kRuntime: S is the argument s_arg (the template's S is kMaxSplits, the
+// loads past s_arg predicated off), as cluster_sum has it.
+template <int S, int B, bool kLocal, Store kStore, bool kRuntime>
+__global__ void __launch_bounds__(kThreads, 1) sum(float* y, uint16_t* y16, uint64_t* span, int s_arg) {
+  const int ns = kRuntime ? s_arg : S;
   extern __shared__ uint4 smem4[];
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem4)) + 1023) & ~1023u;
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  const int ct = threadIdx.x, cluster = blockIdx.x / S;
+  const int ct = threadIdx.x, cluster = blockIdx.x / ns;
   for (int e = ct; e < kAll; e += kThreads) {
     const uint32_t at = base + e * 16;
     asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "f"(value(r, e, 0)), "f"(value(r, e, 1)),
@@ -90,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, 1) sum(float* y, uint16_t* y16, uint
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
   const uint64_t t0 = now();
-  const int share = (kAll + S - 1) / S;
+  const int share = (kAll + ns - 1) / ns;
   const int lo = static_cast<int>(r) * share, hi = min(kAll, lo + share);
   for (int e0 = lo + ct; e0 < hi; e0 += B * kThreads) {
     float4 v[B][S];
@@ -99,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1) sum(float* y, uint16_t* y16, uint
       const uint32_t at = base + (e0 + b * kThreads) * 16;
 #pragma unroll
       for (int s = 0; s < S; ++s) {
-        if (e0 + b * kThreads < hi) v[b][s] = kLocal ? ld_local(at) : ld_cluster(map_rank(at, s));
+        if (s < ns && e0 + b * kThreads < hi) v[b][s] = kLocal ? ld_local(at) : ld_cluster(map_rank(at, s));
       }
     }
 #pragma unroll
@@ -108,9 +115,11 @@ __global__ void __launch_bounds__(kThreads, 1) sum(float* y, uint16_t* y16, uint
       if (e >= hi) break;
       float4 t = v[b][0];
 #pragma unroll
-      for (int s = 1; s < S; ++s) t.x += v[b][s].x, t.y += v[b][s].y, t.z += v[b][s].z, t.w += v[b][s].w;
+      for (int s = 1; s < S; ++s) {
+        if (s < ns) t.x += v[b][s].x, t.y += v[b][s].y, t.z += v[b][s].z, t.w += v[b][s].w;
+      }
       const size_t at = static_cast<size_t>(cluster) * kAll + e;
-      if (kStore == kF32x4 || (kStore == kNone && t.x == kNever)) {
+      if (kStore == kF32x4 || (kStore == kNone && t.x + t.y + t.z + t.w == kNever)) {
         reinterpret_cast<float4*>(y)[at] = t;
       } else if (kStore == kBF16) {
         // cluster_sum's pattern: rows 8 apart, tokens in pairs, a 64-token
@@ -133,11 +142,13 @@ __global__ void __launch_bounds__(kThreads, 1) sum(float* y, uint16_t* y16, uint
   if (ct == 0) span[blockIdx.x] = now() - t0;
 }
 
-// run launches sum<S, B, kLocal, kStore> on the most clusters of S that fit
-// 128 CTAs and prints its spans, its launch time and its check.
-template <int S, int B, bool kLocal, Store kStore>
-void run(float* y, uint16_t* y16, uint64_t* span) {
-  auto k = sum<S, B, kLocal, kStore>;
+// run launches sum<S, B, kLocal, kStore> (with kRuntime, sum<kMaxSplits,
+// ...> with S its argument) on the most clusters of S that fit 128 CTAs,
+// prints its spans, its launch time and its check, and returns the count
+// of wrong sums.
+template <int S, int B, bool kLocal, Store kStore, bool kRuntime = false>
+long run(float* y, uint16_t* y16, uint64_t* span) {
+  auto k = sum<kRuntime ? kMaxSplits : S, B, kLocal, kStore, kRuntime>;
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const int grid = 128 / S * S;
   cudaLaunchAttribute at[1];
@@ -152,10 +163,10 @@ void run(float* y, uint16_t* y16, uint64_t* span) {
   cfg.attrs = at;
   cfg.numAttrs = 1;
   CK(cudaMemset(y, 0, static_cast<size_t>(grid) * kAll * 16));
-  CK(cudaLaunchKernelEx(&cfg, k, y, y16, span));
+  CK(cudaLaunchKernelEx(&cfg, k, y, y16, span, S));
   CK(cudaDeviceSynchronize());
-  // The check: the sum of float4 e's first component over the ranks (the
-  // stored ones; "none" stores nothing, "bf16" one witness a CTA).
+  // The check: each stored float4's sum over the ranks ("none" stores
+  // nothing, "bf16" the first component of one float4 a CTA).
   std::vector<float> got(static_cast<size_t>(grid) * kAll * 4);
   CK(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost));
   long bad = 0;
@@ -163,9 +174,11 @@ void run(float* y, uint16_t* y16, uint64_t* span) {
   for (int c = 0; c < grid / S; ++c) {
     for (int e = 0; e < kAll; ++e) {
       if (kStore == kNone || (kStore == kBF16 && e % share != 0)) continue;
-      float want = 0;
-      for (int s = 0; s < S; ++s) want += value(kLocal ? e / share : s, e, 0);
-      if (got[(static_cast<size_t>(c) * kAll + e) * 4] != want) ++bad;
+      for (int comp = 0; comp < (kStore == kBF16 ? 1 : 4); ++comp) {
+        float want = 0;
+        for (int s = 0; s < S; ++s) want += value(kLocal ? e / share : s, e, comp);
+        if (got[(static_cast<size_t>(c) * kAll + e) * 4 + comp] != want) ++bad;
+      }
     }
   }
   std::vector<float> ms;
@@ -174,7 +187,7 @@ void run(float* y, uint16_t* y16, uint64_t* span) {
   CK(cudaEventCreate(&b));
   for (int i = 0; i < 20; ++i) {
     CK(cudaEventRecord(a));
-    CK(cudaLaunchKernelEx(&cfg, k, y, y16, span));
+    CK(cudaLaunchKernelEx(&cfg, k, y, y16, span, S));
     CK(cudaEventRecord(b));
     CK(cudaEventSynchronize(b));
     float t;
@@ -186,21 +199,21 @@ void run(float* y, uint16_t* y16, uint64_t* span) {
   std::sort(sp.begin(), sp.end());
   std::sort(ms.begin(), ms.end());
   static const char* names[] = {"none", "f32x4", "bf16"};
-  printf("S=%d B=%d %-7s store %-5s: sum phase median %6.2f us, largest %6.2f us; launch %6.2f us; bad %ld %s\n", S, B,
-         kLocal ? "local" : "cluster", names[kStore], sp[grid / 2] / 1e3, sp.back() / 1e3, ms[10] * 1e3, bad,
+  printf("S=%d B=%d %-7s%s store %-5s: sum phase median %6.2f us, largest %6.2f us; launch %6.2f us; bad %ld %s\n", S, B,
+         kLocal ? "local" : "cluster", kRuntime ? " (runtime S)" : "", names[kStore], sp[grid / 2] / 1e3, sp.back() / 1e3, ms[10] * 1e3, bad,
          bad == 0 ? "ok" : "FAIL");
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
+  return bad;
 }
 
+// sizes runs every form for clusters of S and returns the wrong sums.
 template <int S>
-void sizes(float* y, uint16_t* y16, uint64_t* span) {
-  run<S, 1, false, kNone>(y, y16, span);
-  run<S, 1, false, kF32x4>(y, y16, span);
-  run<S, 1, false, kBF16>(y, y16, span);
-  run<S, 1, true, kBF16>(y, y16, span);
-  run<S, 4, false, kNone>(y, y16, span);
-  run<S, 4, false, kBF16>(y, y16, span);
+long sizes(float* y, uint16_t* y16, uint64_t* span) {
+  return run<S, 1, false, kNone>(y, y16, span) + run<S, 1, false, kF32x4>(y, y16, span) +
+         run<S, 1, false, kBF16>(y, y16, span) + run<S, 1, false, kBF16, true>(y, y16, span) +
+         run<S, 1, true, kBF16>(y, y16, span) + run<S, 4, false, kNone>(y, y16, span) +
+         run<S, 4, false, kBF16>(y, y16, span);
 }
 
 int main() {
@@ -214,10 +227,7 @@ int main() {
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("%s, %d SMs: split-K sums of a 128 x 64 tile (2048 float4s a CTA), 128 threads a CTA\n", prop.name,
          prop.multiProcessorCount);
-  sizes<2>(y, y16, span);
-  sizes<3>(y, y16, span);
-  sizes<4>(y, y16, span);
-  sizes<6>(y, y16, span);
-  sizes<8>(y, y16, span);
-  return 0;
+  const long bad = sizes<2>(y, y16, span) + sizes<3>(y, y16, span) + sizes<4>(y, y16, span) +
+                   sizes<6>(y, y16, span) + sizes<8>(y, y16, span);
+  return bad == 0 ? 0 : 1;
 }

@@ -23,9 +23,9 @@
 // runs compare by index), two with tokens and rows off the tile
 // ("edges"), and three unsplit 256-row tiles the planner picks for the
 // wide shapes at 512–1024 tokens, and four r128 t64 plans of 256 CTAs
-// (indices 23–26), the grids that two CTAs a SM would run in one wave
-// (with a ring of at most 4 slots in place of spmm_wg.cuh's, 71 KB a
-// CTA: `sed 's/kFit < 8 ? kFit : 8/kFit < 4 ? kFit : 4/'`, and
+// (indices 23–26: two waves with one CTA a SM, as the kernel is built;
+// one wave with two, given a ring of at most 4 slots in place of
+// spmm_wg.cuh's, 69 KB a CTA: `sed 's/kFit < 8 ? kFit : 8/kFit < 4 ? kFit : 4/'`, and
 // SPLITK_MIN_BLOCKS 2 defined at its top, as a $PROBE_VARIANTS header
 // of prefill_run.sh). $SPLITK_PLANS (indices,
 // e.g. "0,6") runs only those, as ncu does; $SPLITK_CTAS_PER_SM (default
@@ -49,9 +49,10 @@
 
 // SPLITK_MIN_BLOCKS is the CTAs a SM that plan_kernel's registers leave
 // room for (__launch_bounds__); a $PROBE_VARIANTS header may define it
-// (2: at most 128 registers a thread with 256 threads). Run only the 128-row
-// tiles' plans with 2: the 256-row tiles' consumers raise their registers
-// to 232 (setmaxnreg), which two CTAs of 384 threads do not leave free.
+// (2: at most 128 registers a thread with 256 threads). Run only the r128
+// t64 plans with 2: r128 t128's 128 accumulators a thread alone fill the
+// cap, and the 256-row tiles' consumers raise their registers to 232
+// (setmaxnreg), which two CTAs of 384 threads do not leave free.
 #ifndef SPLITK_MIN_BLOCKS
 #define SPLITK_MIN_BLOCKS 1
 #endif
@@ -99,7 +100,7 @@ struct Launch {
 };
 
 template <typename T, int NWG, int BN>
-Launch prepare(const Problem& p, int S, int sms) {
+Launch prepare(const Problem& p, int S, int ctas) {
   using Sh = sfs::spmm_wg::Shape<NWG, BN>;
   CK(cudaFuncSetAttribute(plan_kernel<T, NWG, BN, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmem));
   CK(cudaFuncSetAttribute(plan_kernel<T, NWG, BN, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmem));
@@ -107,7 +108,7 @@ Launch prepare(const Problem& p, int S, int sms) {
   CK(cudaFuncSetAttribute(empty_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Sh::kSmem));
   const long units = static_cast<long>((p.M + BN - 1) / BN) * ((p.N + Sh::kRows - 1) / Sh::kRows) * S;
   Launch l;
-  l.grid = dim3(static_cast<unsigned>(S > 1 ? units : std::min<long>(units, sms)));
+  l.grid = dim3(static_cast<unsigned>(S > 1 ? units : std::min<long>(units, ctas)));
   l.block = dim3(Sh::kThreads);
   l.smem = Sh::kSmem;
   l.S = S;
@@ -181,8 +182,8 @@ long mismatches(const std::vector<float>& got, const std::vector<float>& want, b
 }
 
 template <typename T, int NWG, int BN>
-void probe(const Plan& pl, const Problem& p, Dense& d, const uint16_t* Wd, const Busy& busy, int sms) {
-  Launch l = prepare<T, NWG, BN>(p, pl.S, sms);
+void probe(const Plan& pl, const Problem& p, Dense& d, const uint16_t* Wd, const Busy& busy, int ctas) {
+  Launch l = prepare<T, NWG, BN>(p, pl.S, ctas);
   // Every output the timed runs store is checked: f32 against the
   // reference, then bit for bit the 16-bit output (the timed one) against
   // the f32 one rounded, the f32 output with bias against the one without
@@ -221,7 +222,7 @@ void probe(const Plan& pl, const Problem& p, Dense& d, const uint16_t* Wd, const
 }
 
 template <typename T>
-int probe_all(int sms) {
+int probe_all(int ctas) {
   const Plan plans[] = {
       {1024, 4096, 128, 1, 64, 6, "8B k/v, planned"},    {1024, 4096, 128, 1, 64, 4, ""},
       {1024, 4096, 128, 1, 64, 1, "unsplit"},            {1024, 4096, 128, 1, 128, 8, ""},
@@ -258,10 +259,10 @@ int probe_all(int sms) {
     CK(cudaMalloc(&Wd, static_cast<size_t>(pl.N) * pl.K * 2));
     CK(cudaMemset(Wd, 0x3c, static_cast<size_t>(pl.N) * pl.K * 2));
     Dense d(lt, f16 ? CUDA_R_16F : CUDA_R_16BF, f16 ? CUDA_R_16F : CUDA_R_16BF, pl.M, pl.N, pl.K);
-    if (pl.NWG == 1 && pl.BN == 64) probe<T, 1, 64>(pl, p, d, Wd, busy, sms);
-    if (pl.NWG == 1 && pl.BN == 128) probe<T, 1, 128>(pl, p, d, Wd, busy, sms);
-    if (pl.NWG == 2 && pl.BN == 128) probe<T, 2, 128>(pl, p, d, Wd, busy, sms);
-    if (pl.NWG == 2 && pl.BN == 192) probe<T, 2, 192>(pl, p, d, Wd, busy, sms);
+    if (pl.NWG == 1 && pl.BN == 64) probe<T, 1, 64>(pl, p, d, Wd, busy, ctas);
+    if (pl.NWG == 1 && pl.BN == 128) probe<T, 1, 128>(pl, p, d, Wd, busy, ctas);
+    if (pl.NWG == 2 && pl.BN == 128) probe<T, 2, 128>(pl, p, d, Wd, busy, ctas);
+    if (pl.NWG == 2 && pl.BN == 192) probe<T, 2, 192>(pl, p, d, Wd, busy, ctas);
     CK(cudaFree(Wd));
     release(p);
   }
