@@ -34,13 +34,17 @@
 #include <cstdio>
 #include <vector>
 
+#include "../../kernels/cuda/spmm_wg.cuh"  // ld_dsmem4, kMaxSplits; gemv::map_rank, lds128
 #include "probe_check.cuh"
+
+using sfs::gemv::map_rank;
+using sfs::spmm_wg::kMaxSplits;
+using sfs::spmm_wg::ld_dsmem4;
 
 constexpr int kThreads = 128;
 constexpr int kAll = 2048;                 // float4s of a CTA's sums (128 rows × 64 tokens)
 constexpr int kSmem = 140 * 1024;          // one CTA a SM
 constexpr float kNever = 1.2345e30f;       // no sum takes it
-constexpr int kMaxSplits = 8;              // spmm_wg.cuh's bound on S
 
 enum Store { kNone, kF32x4, kBF16 };
 
@@ -50,27 +54,10 @@ __device__ __forceinline__ uint64_t now() {
   return t;
 }
 
-__device__ __forceinline__ uint32_t map_rank(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-
-__device__ __forceinline__ float4 ld_cluster(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-
+// ld_local loads the 16 bytes at shared::cta address addr.
 __device__ __forceinline__ float4 ld_local(uint32_t addr) {
   float4 v;
-  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
+  sfs::gemv::lds128(addr, v.x, v.y, v.z, v.w);
   return v;
 }
 
@@ -106,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 1) sum(float* y, uint16_t* y16, uint
       const uint32_t at = base + (e0 + b * kThreads) * 16;
 #pragma unroll
       for (int s = 0; s < S; ++s) {
-        if (s < ns && e0 + b * kThreads < hi) v[b][s] = kLocal ? ld_local(at) : ld_cluster(map_rank(at, s));
+        if (s < ns && e0 + b * kThreads < hi) v[b][s] = kLocal ? ld_local(at) : ld_dsmem4(map_rank(at, s));
       }
     }
 #pragma unroll
