@@ -25,8 +25,9 @@
 # an empty launch, with per-CTA traces) built from this tree's kernel, and
 # once more from each header in $PROBE_VARIANTS in place of spmm_wg.cuh
 # (another commit's, or tools/probes/spmm_variants.py's ablations), all
-# run in the same call ($SPLITK_PLANS picks plans), and
-# tools/probes/dsmem_probe.cu (the split-K sum alone). "ncu": Nsight Compute
+# run in the same call ($SPLITK_PLANS picks plans), then
+# tools/probes/dsmem_probe.cu (the split-K sum alone) and tma_probe.cu (the
+# copies alone). "ncu": Nsight Compute
 # on the launches of $NCU_BENCH's plans in BenchmarkGPUPrefill; with
 # "probe" and no $NCU_BENCH, on the first timed launch of each probe plan
 # in $NCU_PLANS (indices, default 0), with the stall samples of every
@@ -108,6 +109,8 @@ if [[ $probe == 1 ]]; then
 	nvcc "${nvflags[@]}" -o /tmp/splitk tools/probes/splitk_probe.cu && /tmp/splitk | tee "$OUT/splitk-probe.txt" || status=1
 	note "dsmem_probe"
 	nvcc "${nvflags[@]}" -o /tmp/dsmem tools/probes/dsmem_probe.cu && /tmp/dsmem | tee "$OUT/dsmem-probe.txt" || status=1
+	note "tma_probe"
+	nvcc "${nvflags[@]}" -o /tmp/tma tools/probes/tma_probe.cu && /tmp/tma | tee "$OUT/tma-probe.txt" || status=1
 	# Each header of $PROBE_VARIANTS in place of spmm_wg.cuh, built at once,
 	# then run one after the other: splitk-probe-NAME.txt.
 	for v in ${PROBE_VARIANTS:-}; do
