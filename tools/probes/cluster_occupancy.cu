@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 
+#include "probe_clock.cuh"  // now
+
 #define CK(x)                                                                   \
   do {                                                                          \
     cudaError_t e_ = (x);                                                       \
@@ -28,12 +30,6 @@
       return 1;                                                                 \
     }                                                                           \
   } while (0)
-
-__device__ __forceinline__ uint64_t now() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-  return t;
-}
 
 // spin records each CTA's SM, start and end, spinning spin_ns between.
 __global__ void spin(uint64_t* out, uint64_t spin_ns) {

@@ -36,6 +36,7 @@
 
 #include "../../kernels/cuda/spmm_wg.cuh"  // ld_dsmem4, kMaxSplits; gemv::map_rank, lds128
 #include "probe_check.cuh"
+#include "probe_clock.cuh"  // now
 
 using sfs::gemv::map_rank;
 using sfs::spmm_wg::kMaxSplits;
@@ -47,12 +48,6 @@ constexpr int kSmem = 140 * 1024;          // one CTA a SM
 constexpr float kNever = 1.2345e30f;       // no sum takes it
 
 enum Store { kNone, kF32x4, kBF16 };
-
-__device__ __forceinline__ uint64_t now() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-  return t;
-}
 
 // ld_local loads the 16 bytes at shared::cta address addr.
 __device__ __forceinline__ float4 ld_local(uint32_t addr) {

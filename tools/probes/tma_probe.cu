@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "probe_spmm.cuh"  // encode, and through it spmm_wg.cuh
+#include "probe_clock.cuh"  // now
 #include "probe_time.cuh"
 
 using sfs::spmm_wg::TensorMap;
@@ -40,12 +41,6 @@ using Sh = sfs::spmm_wg::Shape<1, 64>;
 constexpr int kM = 1024, kN = 1024, kK = 4096;
 constexpr int kRowTiles = kN / Sh::kRows, kStages = kK / 64;
 enum Copies { kX = 1, kPacked = 2, kMeta = 4 };
-
-__device__ __forceinline__ uint64_t now() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-  return t;
-}
 
 // stream is one CTA's stages: the producer (thread 128) copies, the
 // consumers wait for each slot and release it; span[cta] gets the
