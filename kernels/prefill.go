@@ -15,15 +15,19 @@ import (
 func (d *Device) hasPrefill() bool { return d != nil && d.dec.lim.Warpgroup }
 
 // prefillMaps returns the tensor maps the prefill kernel reads ops
-// through, for tile t (cuda/spmm_wg.cuh's TensorMap): x [M][K] in boxes of
-// 64 × t.Tokens (128-byte swizzle), packed [N][K/2] in boxes of 32 ×
-// t.Rows (64-byte swizzle), and the meta as uint32 [K/32][N] in boxes of
-// t.Rows × 2.
+// through, for tile t (cuda/spmm_wg.cuh's TensorMap), C = t.StageK(): x
+// [M][K] in boxes of 64 × t.Tokens (128-byte swizzle), packed [N][K/2] in
+// boxes of C/2 × t.Rows (C-byte swizzle), and the meta as uint32
+// [K/32][N] in boxes of t.Rows × C/32.
 func prefillMaps(ops SparseOperands, t launchplan.PrefillTile) [3]cuda.TensorMap2D {
+	c, sw := t.StageK(), cuda.Swizzle64B
+	if c == 128 {
+		sw = cuda.Swizzle128B
+	}
 	return [3]cuda.TensorMap2D{
 		{Addr: uint64(ops.X.ptr), ElemBytes: 2, Cols: ops.K, Rows: ops.M, BoxCols: 64, BoxRows: t.Tokens, Swizzle: cuda.Swizzle128B},
-		{Addr: uint64(ops.Packed.ptr), ElemBytes: 2, Cols: ops.K / 2, Rows: ops.N, BoxCols: 32, BoxRows: t.Rows, Swizzle: cuda.Swizzle64B},
-		{Addr: uint64(ops.Meta.ptr), ElemBytes: 4, Cols: ops.N, Rows: ops.K / 32, BoxCols: t.Rows, BoxRows: 2, Swizzle: cuda.SwizzleNone},
+		{Addr: uint64(ops.Packed.ptr), ElemBytes: 2, Cols: ops.K / 2, Rows: ops.N, BoxCols: c / 2, BoxRows: t.Rows, Swizzle: sw},
+		{Addr: uint64(ops.Meta.ptr), ElemBytes: 4, Cols: ops.N, Rows: ops.K / 32, BoxCols: t.Rows, BoxRows: c / 32, Swizzle: cuda.SwizzleNone},
 	}
 }
 

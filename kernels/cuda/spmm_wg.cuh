@@ -11,8 +11,9 @@
 // after the other, the tiles in Tiles' order (groups of kGroup row
 // tiles, each swept token tile by token tile), so that the CTAs running
 // at once share their weights and activations in L2; split, the grid is
-// every unit, one each (Split K below). K goes in stages of 64 columns
-// (two k-tiles of 32).
+// every unit, one each (Split K below). K goes in stages of kCols
+// columns (Shape: 128 for the 128-row tiles, 64 for the 256-row ones),
+// k-tiles of 32 columns each.
 //
 // Roles. The CTA is NWG consumer warpgroups and one producer warpgroup
 // (the last), of which one thread works: for each stage it waits for its
@@ -20,8 +21,10 @@
 // `full` mbarrier and queues three bulk tensor copies (TMA) that complete
 // on it: the activations of BN tokens, the packed values of the R rows
 // and their meta, through the tensor maps described at TensorMap (the
-// copy engine zero-fills what lies out of bounds). Every consumer thread
-// arrives on `empty` once its products of the slot are done. With NWG =
+// copy engine zero-fills what lies out of bounds). The first thread of
+// each consumer warpgroup arrives on `empty` once the warpgroup's products
+// of the slot are done (as CUTLASS's PipelineTmaAsync releases a stage:
+// one arrival a consumer warpgroup). With NWG =
 // 2 the producer warpgroup gives up registers (setmaxnreg) to the
 // consumers, whose accumulators take BN of them. (docs/kernels.md §2.6
 // says why the copies are the copy engine's and A comes from shared
@@ -30,8 +33,9 @@
 // Products. Both operands come from shared memory. Product h of
 // consumer warpgroup c covers the tile's rows 128c + 64h … +63 (warp w
 // the 16 rows at 16w of them: half w % 2 of a 32-row block of the stored
-// meta), A the compressed 64 × 16 values of a k-tile in the 64-byte
-// swizzle (desc64), B the BN tokens' 32 columns in the 128-byte swizzle
+// meta), A the compressed 64 × 16 values of a k-tile in the kCols-byte
+// swizzle (adesc: packed rows of kCols bytes, a k-tile's 32 bytes at 32p
+// of them), B the BN tokens' 32 columns in the 128-byte swizzle
 // (gemv_wg.cuh's wg_desc128); its meta word comes from a register, with
 // selector 0 (for half 1, lane L's word is lane L ^ 2's, which selector 1
 // would have read: docs/formats.md §2). A warp's meta words are
@@ -42,12 +46,14 @@
 // engine zero-fills (its meta replaced by a valid pattern) and adds
 // nothing.
 //
-// Shared memory of a stage: B (BN token rows of 128 bytes, unit u of
-// token t at u ^ (t % 8), 1024-byte aligned), then A (R rows of 64 bytes,
-// unit u of row r at u ^ ((r / 2) % 4)), then the meta (k-tile p's R
-// words: U[(2·kc + p)·N + n0 + i] for i < R, as stored). Tokens past M,
-// rows past N and the padding stage are zero-filled; a row block past N
-// multiplies zeros with a valid meta pattern and stores nothing.
+// Shared memory of a stage: B (kCols / 64 boxes of BN token rows of 128
+// bytes, unit u of token t at u ^ (t % 8), 1024-byte aligned), then A (R
+// rows of kCols bytes: unit u of row r at u ^ ((r / 2) % 4) in the 64-byte
+// swizzle, u ^ (r % 8) in the 128-byte one), then the meta (k-tile p's R
+// words: U[(kKTiles·kc + p)·N + n0 + i] for i < R, as stored). Tokens past
+// M, rows past N and columns past K (the padding stage among them) are
+// zero-filled; a row block past N or a k-tile past K multiplies zeros with
+// a valid meta pattern and adds nothing.
 //
 // Results. Accumulator d[4j + i] of product h of a consumer thread (g =
 // lane / 4, tig = lane % 4) is row 128c + 64h + 16w + g + 8·(i / 2),
@@ -107,6 +113,16 @@ constexpr int kGroup = SFS_SPMM_GROUP;
 #define SFS_SPMM_TRACE(point)
 #endif
 
+// SFS_SPMM_COLS(NWG, BN) sets Shape's kCols, the columns of K a stage
+// brings (64 or 128): 128 for the 128-row tiles, 64 for the 256-row ones
+// (docs/kernels.md §2.6 has both measured on every tile); defined before
+// this header, it builds another rule for tools/probes/splitk_probe.cu,
+// whose tensor maps follow it (TensorMap). launchplan.PrefillTile.StageK
+// holds the same rule for the launches.
+#ifndef SFS_SPMM_COLS
+#define SFS_SPMM_COLS(NWG, BN) ((NWG) == 1 ? 128 : 64)
+#endif
+
 // Shape holds the sizes of a tile of 128·NWG weight rows by BN tokens.
 template <int NWG, int BN>
 struct Shape {
@@ -114,9 +130,12 @@ struct Shape {
   static_assert(BN == 64 || BN == 128 || BN == 192, "64, 128 or 192 tokens a tile");
   static constexpr int kRows = 128 * NWG;
   static constexpr int kThreads = 128 * (NWG + 1);  // the consumers, then the producer's warpgroup
-  static constexpr int kBBytes = BN * 128;
-  static constexpr int kABytes = kRows * 64;
-  static constexpr int kMetaBytes = 2 * kRows * 4;
+  static constexpr int kCols = SFS_SPMM_COLS(NWG, BN);
+  static_assert(kCols == 64 || kCols == 128, "stages of 64 or 128 columns");
+  static constexpr int kKTiles = kCols / 32;          // k-tiles of 32 columns a stage
+  static constexpr int kBBytes = BN * 128 * (kCols / 64);  // kCols / 64 boxes of 64 columns
+  static constexpr int kABytes = kRows * kCols;             // kCols / 2 packed values a row
+  static constexpr int kMetaBytes = kKTiles * kRows * 4;
   static constexpr int kStageBytes = kBBytes + kABytes + kMetaBytes;
   static_assert(kStageBytes % 1024 == 0, "stages keep B 1024-byte aligned");
   // Ring depth: as many stages as 227 KB hold beside the alignment slack
@@ -235,7 +254,7 @@ struct Tiles {
   }
 };
 
-// Splits is split s of K's nk stages of 64 columns among S: stages
+// Splits is split s of K's nk stages (of kCols columns) among S: stages
 // first … first + count - 1, count even (the stage past K that makes it
 // so is zero-filled by the copy engine). Every split but the last has
 // the same even number of stages; splits past K have none.
@@ -252,10 +271,11 @@ struct Splits {
 // TensorMap is a CUDA tensor map (CUtensorMap: 128 opaque bytes, 64-byte
 // aligned), made on the host by cuTensorMapEncodeTiled and passed by value
 // as a __grid_constant__ parameter. The three of a product (made by the Go
-// caller, kernels/prefill.go, through cuda.Driver.EncodeTensorMap2D):
-//   x: X as uint16 [M][K], box 64 × BN, 128-byte swizzle;
-//   p: packed as uint16 [N][K/2], box 32 × R, 64-byte swizzle;
-//   u: the meta as uint32 [K/32][N], box R × 2, no swizzle;
+// caller, kernels/prefill.go, through cuda.Driver.EncodeTensorMap2D), C
+// the tile's kCols:
+//   x: X as uint16 [M][K], box 64 × BN, 128-byte swizzle (C / 64 boxes a stage);
+//   p: packed as uint16 [N][K/2], box C/2 × R, C-byte swizzle;
+//   u: the meta as uint32 [K/32][N], box R × C/32, no swizzle;
 // each with zeros for elements out of bounds (tokens past M, rows past N,
 // columns past K).
 struct __align__(64) TensorMap {
@@ -281,9 +301,9 @@ template <int NWG, int BN>
 __device__ __forceinline__ void produce(uint32_t base, uint32_t bars, const TensorMap& tx, const TensorMap& tp,
                                         const TensorMap& tu, int M, int N, int K, int nsplit) {
   using S = Shape<NWG, BN>;
-  constexpr int ST = S::kStages, R = S::kRows;
+  constexpr int ST = S::kStages, R = S::kRows, C = S::kCols;
   const Tiles tl(M, N, BN, R);
-  const int nk = K / 64, units = tl.count * nsplit;
+  const int nk = (K + C - 1) / C, units = tl.count * nsplit;
   uint32_t q = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     int m0, n0;
@@ -294,9 +314,10 @@ __device__ __forceinline__ void produce(uint32_t base, uint32_t bars, const Tens
       if (q >= ST) gemv::mbar_wait(bars + 8 * (ST + s), (q / ST - 1) & 1);
       const uint32_t st = base + s * S::kStageBytes, full = bars + 8 * s;
       gemv::mbar_expect(full, S::kStageBytes);
-      tma2d(st, tx, 64 * kc, m0, full);
-      tma2d(st + S::kBBytes, tp, 32 * kc, n0, full);
-      tma2d(st + S::kBBytes + S::kABytes, tu, n0, 2 * kc, full);
+#pragma unroll
+      for (int j = 0; j < C / 64; ++j) tma2d(st + j * BN * 128, tx, C * kc + 64 * j, m0, full);
+      tma2d(st + S::kBBytes, tp, C / 2 * kc, n0, full);
+      tma2d(st + S::kBBytes + S::kABytes, tu, n0, S::kKTiles * kc, full);
     }
   }
 }
@@ -309,39 +330,53 @@ __device__ __forceinline__ uint64_t desc64(uint32_t addr) {
          (static_cast<uint64_t>(512 >> 4) << 32) | (static_cast<uint64_t>(2) << 62);
 }
 
+// adesc returns the descriptor of A's k-tile at addr in a stage of C
+// columns: rows of C bytes in the C-byte swizzle.
+template <int C>
+__device__ __forceinline__ uint64_t adesc(uint32_t addr) {
+  return C == 64 ? desc64(addr) : gemv::wg_desc128(addr);
+}
+
 // stage waits for ring slot q % ST, loads the warp's meta words e of it
-// and issues its four products (two k-tiles p, two 64-row halves h of the
+// and issues its products (kKTiles k-tiles p, two 64-row halves h of the
 // warpgroup's rows, A and B from shared memory), then waits for the stage
-// before and releases its slot (unless first, the tile's first stage). ok
-// false (ok0, ok1 for the halves) replaces the meta by a valid pattern (a padding stage, or rows
-// past N). e is double-buffered by the caller: the products of a stage
-// may still read it while the next stage's are loaded.
-template <typename T, int NWG, int BN>
-__device__ __forceinline__ void stage(float (&acc)[2][BN / 2], uint32_t (&e)[2][2], uint32_t base, uint32_t bars,
-                                      uint32_t q, uint32_t arows, uint32_t moff, bool ok0, bool ok1, bool first) {
+// before and releases its slot (unless first, the tile's first stage):
+// one arrival a warpgroup, by its first thread once the warpgroup's
+// products of that stage are done, as CUTLASS's PipelineTmaAsync
+// releases its stages. The meta of a k-tile at or past left (the columns
+// of K from the stage's first; ≤ 0 for a padding stage) or of a half not
+// live (rows past N) is replaced by a valid pattern. e is double-buffered
+// by the caller: the products of a stage may still read it while the
+// next stage's are loaded.
+template <typename T, int NWG, int BN, int KT = Shape<NWG, BN>::kKTiles>
+__device__ __forceinline__ void stage(float (&acc)[2][BN / 2], uint32_t (&e)[KT][2], uint32_t base, uint32_t bars,
+                                      uint32_t q, uint32_t arows, uint32_t moff, const bool (&live)[2], int left,
+                                      bool first) {
   using S = Shape<NWG, BN>;
-  constexpr int ST = S::kStages;
+  constexpr int ST = S::kStages, C = S::kCols;
   const uint32_t s = q % ST;
   gemv::mbar_wait(bars + 8 * s, (q / ST) & 1);
   if (q == 0) SFS_SPMM_TRACE(2);
   const uint32_t st = base + s * S::kStageBytes;
 #pragma unroll
-  for (int p = 0; p < 2; ++p)
+  for (int p = 0; p < KT; ++p)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t v = gemv::lds32(st + S::kBBytes + S::kABytes + p * S::kRows * 4 + moff + 4 * 64 * h);
-      e[p][h] = (h == 0 ? ok0 : ok1) ? v : 0x44444444u;  // groups keeping positions 0 and 1
+      e[p][h] = live[h] && 32 * p < left ? v : 0x44444444u;  // groups keeping positions 0 and 1
     }
   gemv::wg_fence();
 #pragma unroll
-  for (int p = 0; p < 2; ++p) {
-    const uint64_t bd = gemv::wg_desc128(st + p * 64);
+  for (int p = 0; p < KT; ++p) {
+    // k-tile p: bytes 64 (p % 2) of the token rows of box p / 2, and bytes
+    // 32p of the packed rows.
+    const uint64_t bd = gemv::wg_desc128(st + (p >> 1) * BN * 128 + (p & 1) * 64);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) mma<0>(T{}, acc[h], desc64(st + S::kBBytes + arows + h * 64 * 64 + p * 32), bd, e[p][h]);
+    for (int h = 0; h < 2; ++h) mma<0>(T{}, acc[h], adesc<C>(st + S::kBBytes + arows + h * 64 * C + p * 32), bd, e[p][h]);
   }
   gemv::wg_commit();
   wg_wait<1>();
-  if (!first) gemv::mbar_arrive(bars + 8 * (ST + (q + ST - 1) % ST));
+  if (!first && (threadIdx.x & 127) == 0) gemv::mbar_arrive(bars + 8 * (ST + (q + ST - 1) % ST));
 }
 
 // store_sums stores product h's sums v of the warp (the accumulator
@@ -403,16 +438,19 @@ __device__ __forceinline__ void consumers_sync() {
 }
 
 // cluster_sum is split K's end for consumer thread ct (128·c + 32·w +
-// lane) of a CTA of rank r among S (header: Split K): its sums acc go to
+// lane) of a CTA of rank r among S (header: Split K; S a template
+// argument, so that the S loads of a float4 are queued at once:
+// tools/probes/dsmem_probe.cu times the sum with S an argument 0.4–0.8 µs
+// slower): its sums acc go to
 // the ring at base, float4 (h, f) of the thread at ((h·BN/8 + f)·128·NWG
 // + ct)·16; after the cluster barrier the CTA adds, for each float4 e of
 // its share (the r-th S-th of the tile's, in that layout), the S CTAs'
 // in rank order and stores the four values: thread (c, w, lane) of the
 // layout, h and f give rows 128c + 64h + 16w + lane/4 (+ 8) and tokens
 // 8f + 2·(lane % 4) (+ 1) of the tile at (m0, n0).
-template <typename T, int NWG, int BN>
+template <typename T, int NWG, int BN, int S>
 __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2][BN / 2], uint32_t base, int r,
-                                            int S, int m0, int n0, int M, int N, int ct) {
+                                            int m0, int n0, int M, int N, int ct) {
   constexpr int kF = BN / 8;
   constexpr int kThreads = 128 * NWG;
   constexpr int kAll = 2 * kF * kThreads;  // float4s of the tile
@@ -432,16 +470,12 @@ __device__ __forceinline__ void cluster_sum(const Out& out, const float (&acc)[2
   const int lo = r * share, hi = min(kAll, lo + share);
   for (int e = lo + ct; e < hi; e += kThreads) {
     const uint32_t at = base + e * 16;
-    float4 v[kMaxSplits];
+    float4 v[S];
 #pragma unroll
-    for (int s = 0; s < kMaxSplits; ++s) {
-      if (s < S) v[s] = ld_dsmem4(gemv::map_rank(at, s));
-    }
+    for (int s = 0; s < S; ++s) v[s] = ld_dsmem4(gemv::map_rank(at, s));
     float4 sum = v[0];
 #pragma unroll
-    for (int s = 1; s < kMaxSplits; ++s) {
-      if (s < S) sum.x += v[s].x, sum.y += v[s].y, sum.z += v[s].z, sum.w += v[s].w;
-    }
+    for (int s = 1; s < S; ++s) sum.x += v[s].x, sum.y += v[s].y, sum.z += v[s].z, sum.w += v[s].w;
     // The layout's thread, product and float4 of e.
     const int t = e % kThreads, slot = e / kThreads, h = slot / kF, f = slot % kF;
     const int c = t >> 7, w = (t >> 5) & 3, lane = t & 31;
@@ -541,10 +575,10 @@ template <typename T, int NWG, int BN, bool kSplit>
 __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t bars, int M, int N, int K, int nsplit,
                                         int c, int w, int lane) {
   using S = Shape<NWG, BN>;
-  constexpr int ST = S::kStages, R = S::kRows;
+  constexpr int ST = S::kStages, R = S::kRows, C = S::kCols, KT = S::kKTiles;
   const Tiles tl(M, N, BN, R);
-  const int nk = K / 64, units = tl.count * nsplit;
-  const uint32_t arows = static_cast<uint32_t>(128 * c * 64);  // the warpgroup's first A row
+  const int nk = (K + C - 1) / C, units = tl.count * nsplit;
+  const uint32_t arows = static_cast<uint32_t>(128 * c * C);  // the warpgroup's first A row
   const uint32_t moff = static_cast<uint32_t>(4 * (128 * c + 32 * (w >> 1) + (lane ^ ((w & 1) << 1))));
   const int g = lane >> 2, tig = lane & 3;
   uint32_t q = 0;
@@ -559,14 +593,13 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.f;
-    uint32_t e0[2][2], e1[2][2];
+    uint32_t e0[KT][2], e1[KT][2];
     // A row block is inside N or past it as a whole (N % 32 == 0): past
     // it, the warp multiplies zeros with a valid meta pattern.
     for (int i = 0; i < sp.count; i += 2, q += 2) {
       const int kc = sp.first + i;
-      stage<T, NWG, BN>(acc, e0, base, bars, q, arows, moff, live[0] && kc < nk, live[1] && kc < nk, i == 0);
-      stage<T, NWG, BN>(acc, e1, base, bars, q + 1, arows, moff, live[0] && kc + 1 < nk, live[1] && kc + 1 < nk,
-                        false);
+      stage<T, NWG, BN>(acc, e0, base, bars, q, arows, moff, live, K - C * kc, i == 0);
+      stage<T, NWG, BN>(acc, e1, base, bars, q + 1, arows, moff, live, K - C * (kc + 1), false);
     }
     // The wait is unconditional (a no-op without products): behind a branch,
     // ptxas cannot prove the accumulators complete where the sums use them
@@ -577,10 +610,20 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
     // producer until staged_store has copied them out.
     constexpr bool kStaged = !kSplit && Staging<NWG, BN>::kPasses > 0;
     const bool hold = kStaged && out.kind != 0 && sp.count > 0;
-    if (sp.count > 0 && !hold) gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
+    if (sp.count > 0 && !hold && (threadIdx.x & 127) == 0) gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
     SFS_SPMM_TRACE(3);
     if (kSplit) {
-      cluster_sum<T, NWG, BN>(out, acc, base, u % nsplit, nsplit, m0, n0, M, N, 128 * c + 32 * w + lane);
+      const int r = u % nsplit, ct = 128 * c + 32 * w + lane;
+      switch (nsplit) {
+        case 1: cluster_sum<T, NWG, BN, 1>(out, acc, base, r, m0, n0, M, N, ct); break;
+        case 2: cluster_sum<T, NWG, BN, 2>(out, acc, base, r, m0, n0, M, N, ct); break;
+        case 3: cluster_sum<T, NWG, BN, 3>(out, acc, base, r, m0, n0, M, N, ct); break;
+        case 4: cluster_sum<T, NWG, BN, 4>(out, acc, base, r, m0, n0, M, N, ct); break;
+        case 5: cluster_sum<T, NWG, BN, 5>(out, acc, base, r, m0, n0, M, N, ct); break;
+        case 6: cluster_sum<T, NWG, BN, 6>(out, acc, base, r, m0, n0, M, N, ct); break;
+        case 7: cluster_sum<T, NWG, BN, 7>(out, acc, base, r, m0, n0, M, N, ct); break;
+        default: cluster_sum<T, NWG, BN, kMaxSplits>(out, acc, base, r, m0, n0, M, N, ct); break;
+      }
       continue;
     }
     if constexpr (kStaged) {
@@ -588,7 +631,8 @@ __device__ __forceinline__ void consume(const Out& out, uint32_t base, uint32_t 
         staged_store<T, NWG, BN>(out, acc, base + ((q - 1) % ST) * S::kStageBytes, m0, n0, M, N, w, lane,
                                  128 * c + 32 * w + lane, live);
         gemv::proxy_fence();  // this thread's shared memory accesses before the copy engine's next writes
-        gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
+        consumers_sync<NWG>();  // every consumer's
+        if ((threadIdx.x & 127) == 0) gemv::mbar_arrive(bars + 8 * (ST + (q - 1) % ST));
         continue;
       }
     }
@@ -631,7 +675,7 @@ __device__ __forceinline__ void kernel(const Out& out, const TensorMap& tx, cons
   if (tid == 0) {
     for (int i = 0; i < ST; ++i) {
       gemv::mbar_init(bars + 8 * i, 1);                 // full: the producer's expect, then the bytes
-      gemv::mbar_init(bars + 8 * (ST + i), 128 * NWG);  // empty: every consumer thread
+      gemv::mbar_init(bars + 8 * (ST + i), NWG);  // empty: one thread a consumer warpgroup
     }
     gemv::proxy_fence();  // the initialised barriers visible to the copy engine
   }

@@ -36,7 +36,7 @@ func PrefillTiles() []PrefillTile {
 
 // Geometry of the prefill kernel (spmm_wg.cuh's Shape).
 const (
-	prefillStageK    = 64     // dense columns a stage
+	prefillStageK    = 64     // dense columns of the cost model's stage, and what K must be a multiple of
 	prefillMaxStages = 8      // ring slots at most
 	prefillSmemCap   = 232448 // the opt-in shared memory of sm_90, which Shape sizes its ring for
 )
@@ -44,9 +44,24 @@ const (
 // Threads is the block size: the consumer warpgroups and the producer's.
 func (t PrefillTile) Threads() int { return t.Rows + 128 }
 
-// stageBytes is one ring slot: the activations (128 bytes a token), the
-// packed values (64 bytes a row) and the meta (8 bytes a row).
-func (t PrefillTile) stageBytes() int { return t.Tokens*128 + t.Rows*64 + t.Rows*8 }
+// StageK is the columns of K one stage of the kernel brings into a ring
+// slot (spmm_wg.cuh's Shape::kCols): 128 for the 128-row tiles, 64 for
+// the 256-row ones. The packed values' tensor map has boxes of StageK/2
+// columns in the StageK-byte swizzle, the meta's boxes StageK/32 rows.
+func (t PrefillTile) StageK() int {
+	if t.Rows == 128 {
+		return 128
+	}
+	return 64
+}
+
+// stageBytes is one ring slot: the activations (2·StageK bytes a
+// token), the packed values (StageK bytes a row) and the meta (StageK/8
+// bytes a row).
+func (t PrefillTile) stageBytes() int {
+	c := t.StageK()
+	return t.Tokens*2*c + t.Rows*c + t.Rows*c/8
+}
 
 // Stages is the ring depth: as many slots as fit beside the alignment
 // slack and the barriers, at most prefillMaxStages.
@@ -159,18 +174,19 @@ func PrefillClusterCTAs(sms, splits int) int {
 }
 
 // prefillSplitStages is spmm_wg.cuh's Splits: the stages of the first
-// (longest) of splits splits of k's k/64 stages (even: a stage past k
-// pads an odd count), and whether every split has work.
-func prefillSplitStages(k, splits int) (int, bool) {
-	nk := k / prefillStageK
+// (longest) of splits splits of k's ceil(k/stageK) stages (even: a stage
+// past k pads an odd count), and whether every split has work.
+func prefillSplitStages(k, stageK, splits int) (int, bool) {
+	nk := ceilDiv(k, stageK)
 	per := (ceilDiv(nk, splits) + 1) &^ 1
 	return per, (splits-1)*per < nk
 }
 
 // prefillTerms are the cost model's terms for one launch, each weighed
-// by one constant: stages, the waves of units times the stages of a
-// unit's split (by the tile's StageUS, or SplitStageUS for several
-// splits); waves (by prefillUnitUS); traffic, those stages times the
+// by one constant: stages, the waves of units times the 64-column
+// stages of a unit's split (its kernel stages, StageK columns each, in
+// 64-column units; by the tile's StageUS, or SplitStageUS for several
+// splits); waves (by prefillUnitUS); traffic, the kernel stages times the
 // MiB a stage brings into the shared memory of the CTAs that run at once
 // (by prefillTrafficUS); and, for several splits, split = 1 (by
 // prefillSplitUS) and sumKiB = Rows·Tokens·4·(splits−1)/splits/1024,
@@ -183,12 +199,12 @@ type prefillTerms struct{ stages, waves, split, sumKiB, traffic float64 }
 // n × k product on sms SMs; the waves count the CTAs that run at once in
 // the launch's clusters (PrefillClusterCTAs).
 func termsOf(t PrefillTile, splits, m, n, k, sms int) prefillTerms {
-	per, _ := prefillSplitStages(k, splits)
+	per, _ := prefillSplitStages(k, t.StageK(), splits)
 	units := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows) * splits
 	ctas := max(1, PrefillClusterCTAs(sms, splits))
 	waves := float64(ceilDiv(units, ctas))
 	active := float64(min(units, ctas))
-	x := prefillTerms{stages: waves * float64(per), waves: waves,
+	x := prefillTerms{stages: waves * float64(per*t.StageK()/prefillStageK), waves: waves,
 		traffic: waves * float64(per) * active * float64(t.stageBytes()) / (1 << 20)}
 	if splits > 1 {
 		x.split, x.sumKiB = 1, float64(t.Rows*t.Tokens*4*(splits-1))/float64(splits)/1024
@@ -260,7 +276,7 @@ func prefillCandidates(dt checkpoint.DType, m, n, k int, lim Limits, limit, maxS
 		}
 		tiles := ceilDiv(m, t.Tokens) * ceilDiv(n, t.Rows)
 		for s := 1; s <= maxSplits; s++ {
-			if _, ok := prefillSplitStages(k, s); !ok || s > 1 && tiles*s > PrefillClusterCTAs(lim.SMs, s) {
+			if _, ok := prefillSplitStages(k, t.StageK(), s); !ok || s > 1 && tiles*s > PrefillClusterCTAs(lim.SMs, s) {
 				break
 			}
 			all = append(all, scored{prefillWith(t, s, ty, m, n, lim), prefillCost(t, s, m, n, k, lim.SMs)})
@@ -299,7 +315,7 @@ func (p Prefill) WithTile(t PrefillTile, splits int, dt checkpoint.DType, m, n, 
 	if !ok || t.SharedBytes() > lim.SharedPerBlock || splits < 1 || splits > MaxPrefillSplits {
 		return p
 	}
-	if _, ok := prefillSplitStages(k, splits); !ok {
+	if _, ok := prefillSplitStages(k, t.StageK(), splits); !ok {
 		return p
 	}
 	return prefillWith(t, splits, ty, m, n, lim)
@@ -311,8 +327,9 @@ func (p Prefill) WithTile(t PrefillTile, splits int, dt checkpoint.DType, m, n, 
 // dynamic shared memory, and launch it on min(ceil(m/Tokens)·ceil(n/Rows),
 // SMs) CTAs of Block threads with the parameters y, the tensor maps of x
 // (uint16 [m][k], box 64 × Tokens, 128-byte swizzle), packed (uint16
-// [n][k/2], box 32 × Rows, 64-byte swizzle) and meta (uint32 [k/32][n],
-// box Rows × 2, no swizzle), each by value, then m, n, k, the bias (or
+// [n][k/2], box C/2 × Rows, C-byte swizzle) and meta (uint32 [k/32][n],
+// box Rows × C/32, no swizzle), C the tile's StageK (128 for 128 rows, 64
+// for 256), each by value, then m, n, k, the bias (or
 // null), the output type (0 float32, 1 the element type) and Splits.
 // With Splits > 1 (the _splitk entry points) the grid is every unit,
 // ceil(m/Tokens)·ceil(n/Rows)·Splits CTAs, in clusters of (Splits, 1, 1).

@@ -22,8 +22,9 @@ func TestPrefillShared(t *testing.T) {
 	want := map[string][2]int{ // stages, bytes
 		"spmm_wg_bf16_r256_t192": {5, 216144},
 		"spmm_wg_bf16_r256_t128": {6, 210016},
-		"spmm_wg_bf16_r128_t128": {8, 205952},
-		"spmm_wg_bf16_r128_t64":  {8, 140416},
+		// 128-column stages: 256 bytes a token, 128 + 16 a row.
+		"spmm_wg_bf16_r128_t128": {4, 205888}, // 51200-byte stages
+		"spmm_wg_bf16_r128_t64":  {6, 210016}, // 34816-byte stages
 	}
 	for _, tile := range PrefillTiles() {
 		w, ok := want[tile.Entry("bf16", 1)]
@@ -250,7 +251,8 @@ func TestPrefillBlock(t *testing.T) {
 func TestPrefillSplitStages(t *testing.T) {
 	for nk := 1; nk <= 200; nk++ {
 		for s := 1; s <= MaxPrefillSplits; s++ {
-			per, ok := prefillSplitStages(nk*prefillStageK, s)
+			// K of nk stages of 128 columns, the last one half past K for odd k/64.
+			per, ok := prefillSplitStages(nk*128-64*(nk%2), 128, s)
 			covered, work := 0, true
 			for i := range s {
 				// Splits in the kernel: first = i·per, n = clamp(nk - first, 0, per), count = n rounded up to even.
@@ -320,7 +322,7 @@ func TestPrefillCandidates(t *testing.T) {
 			for i, p := range ps {
 				what := fmt.Sprintf("%dx%d m=%d candidate %d %s", s.n, s.k, m, i, p)
 				tiles := ceilDiv(m, p.Tile.Tokens) * ceilDiv(s.n, p.Tile.Rows)
-				_, ok := prefillSplitStages(s.k, p.Splits)
+				_, ok := prefillSplitStages(s.k, p.Tile.StageK(), p.Splits)
 				switch {
 				case p.Splits < 1 || p.Splits > MaxPrefillSplits || !ok:
 					t.Errorf("%s: splits that leave one without work", what)

@@ -127,8 +127,10 @@ class PrefillLauncher:
         self._launch = d.launch_ex
         self._lock = threading.Lock()
         self._xmap = driver.TensorMap(2, k, 64, rec.tokens, driver.SWIZZLE_128B, "x")
-        self._pmap = driver.TensorMap(2, k // 2, 32, rec.rows, driver.SWIZZLE_64B, "packed")
-        self._mmap = driver.TensorMap(4, n, rec.rows, 2, driver.SWIZZLE_NONE, "meta")
+        c = rec.stage_k
+        self._pmap = driver.TensorMap(2, k // 2, c // 2, rec.rows, driver.SWIZZLE_128B if c == 128 else driver.SWIZZLE_64B,
+                                      "packed")
+        self._mmap = driver.TensorMap(4, n, rec.rows, c // 32, driver.SWIZZLE_NONE, "meta")
         d.tensor_map(self._pmap, consts["packed"], n)
         d.tensor_map(self._mmap, consts["meta"], k // 32)
         self._y = ctypes.c_void_p(0)

@@ -129,6 +129,11 @@ class Prefill:
         """The element type of the entry point: "bf16" or "f16"."""
         return _PREFILL_ENTRY.match(self.entry).group(1)
 
+    @property
+    def stage_k(self) -> int:
+        """The columns of k a stage of the tile brings (prefill_stage_k)."""
+        return prefill_stage_k(self.rows)
+
     def units(self, m: int, n: int) -> int:
         """The kernel's units of work at m tokens of an n-row weight: its
         tiles times its splits of k."""
@@ -307,14 +312,24 @@ def parse_launch(obj, n: int, k: int, m: int, where: str, limits: Optional[Limit
     return Launch(module, entry, grid, block, cluster, shared, coop, counters, partials, tuple(params), fallback)
 
 
+def prefill_stage_k(rows: int) -> int:
+    """The columns of k one stage of the prefill kernel's tile of rows
+    brings into its ring (spmm_wg.cuh's Shape::kCols, launchplan's
+    PrefillTile.StageK): 128 for the 128-row tiles, 64 for the 256-row
+    ones. The packed values' tensor map has boxes of stage_k/2 columns in
+    the stage_k-byte swizzle, the meta's boxes stage_k/32 rows."""
+    return 128 if rows == 128 else 64
+
+
 def _prefill_shared(rows: int, tokens: int) -> int:
     """The dynamic shared memory the prefill kernel's tile of rows ×
     tokens reads and writes (spmm_wg.cuh's Shape, launchplan's
     PrefillTile.SharedBytes): 1024 bytes of alignment slack, a ring of as
-    many stages of 128·tokens + 72·rows bytes as fit in 231,296 bytes (at
-    most 8), and two mbarriers a stage. A record that says less would let
-    the kernel run past its shared memory."""
-    stage = 128 * tokens + 72 * rows
+    many stages of c·(2·tokens + 9·rows/8) bytes (c = prefill_stage_k) as
+    fit in 231,296 bytes (at most 8), and two mbarriers a stage. A record
+    that says less would let the kernel run past its shared memory."""
+    c = prefill_stage_k(rows)
+    stage = 2 * c * tokens + c * rows + c * rows // 8
     stages = min(8, 231296 // stage)
     return 1024 + stages * stage + 16 * stages
 

@@ -388,10 +388,12 @@ class PrefillLauncherTest(unittest.TestCase):
         self.assertIsInstance(lr, prepared.PrefillLauncher)
         self.assertEqual([e["what"] for e in d.encodes], ["packed", "meta"])
         pk, mt = d.encodes
+        # 128-row tiles bring 128 columns of k a stage, 256-row ones 64.
+        c, sw = {128: (128, driver.SWIZZLE_128B), 256: (64, driver.SWIZZLE_64B)}[rec.rows]
         self.assertEqual((pk["addr"], pk["rows"], pk["dims"], pk["strides"], pk["box"], pk["swizzle"], pk["dtype"]),
-                         (PACKED, n, (k // 2, n), (k,), (32, rec.rows), driver.SWIZZLE_64B, driver._TENSOR_UINT16))
+                         (PACKED, n, (k // 2, n), (k,), (c // 2, rec.rows), sw, driver._TENSOR_UINT16))
         self.assertEqual((mt["addr"], mt["rows"], mt["dims"], mt["strides"], mt["box"], mt["swizzle"], mt["dtype"]),
-                         (META, k // 32, (n, k // 32), (4 * n,), (rec.rows, 2), driver.SWIZZLE_NONE, driver._TENSOR_UINT32))
+                         (META, k // 32, (n, k // 32), (4 * n,), (rec.rows, c // 32), driver.SWIZZLE_NONE, driver._TENSOR_UINT32))
         lr(0xA000, 0xB000, 300, 3)
         xm = d.encodes[-1]
         self.assertEqual((xm["what"], xm["addr"], xm["rows"], xm["dims"], xm["strides"], xm["box"], xm["swizzle"]),

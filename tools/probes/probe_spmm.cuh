@@ -44,6 +44,20 @@ inline TensorMap encode(const void* ptr, int bytes, uint64_t cols, uint64_t rows
   return tm;
 }
 
+// Maps are the three tensor maps of a product on tile Shape<NWG, BN>,
+// with the boxes spmm_wg.cuh's TensorMap gives for the tile's kCols.
+struct Maps {
+  TensorMap tx, tp, tu;
+};
+template <int NWG, int BN>
+inline Maps encode_maps(const void* X, const void* P, const void* U, int M, int N, int K) {
+  using Sh = sfs::spmm_wg::Shape<NWG, BN>;
+  return Maps{encode(X, 2, K, M, 64, BN, CU_TENSOR_MAP_SWIZZLE_128B),
+              encode(P, 2, K / 2, N, Sh::kCols / 2, Sh::kRows,
+                     Sh::kCols == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B),
+              encode(U, 4, N, K / 32, Sh::kRows, Sh::kKTiles, CU_TENSOR_MAP_SWIZZLE_NONE)};
+}
+
 // bits16 returns the raw bits of v in the element type (round to nearest even).
 inline uint16_t bits16(bool f16, float v) {
   if (f16) {

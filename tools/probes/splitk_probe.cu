@@ -27,7 +27,9 @@
 // one wave with two, given a ring of at most 4 slots in place of
 // spmm_wg.cuh's, 69 KB a CTA: `sed 's/kFit < 8 ? kFit : 8/kFit < 4 ? kFit : 4/'`, and
 // SPLITK_MIN_BLOCKS 2 defined at its top, as a $PROBE_VARIANTS header
-// of prefill_run.sh). $SPLITK_PLANS (indices,
+// of prefill_run.sh), then two with K = 1600 (indices 27 and 28: an odd
+// count of 64-column stages, zero-filled past K in the last stage, split
+// and unsplit). $SPLITK_PLANS (indices,
 // e.g. "0,6") runs only those, as ncu does; $SPLITK_CTAS_PER_SM (default
 // 1) sizes an unsplit plan's persistent grid at that many CTAs a SM.
 #include "probe_trace.cuh"  // SFS_SPMM_TRACE, before the kernel header
@@ -112,9 +114,10 @@ Launch prepare(const Problem& p, int S, int ctas) {
   l.block = dim3(Sh::kThreads);
   l.smem = Sh::kSmem;
   l.S = S;
-  l.tx = encode(p.X, 2, p.K, p.M, 64, BN, CU_TENSOR_MAP_SWIZZLE_128B);
-  l.tp = encode(p.P, 2, p.K / 2, p.N, 32, Sh::kRows, CU_TENSOR_MAP_SWIZZLE_64B);
-  l.tu = encode(p.U, 4, p.N, p.K / 32, Sh::kRows, 2, CU_TENSOR_MAP_SWIZZLE_NONE);
+  const Maps m = encode_maps<NWG, BN>(p.X, p.P, p.U, p.M, p.N, p.K);
+  l.tx = m.tx;
+  l.tp = m.tp;
+  l.tu = m.tu;
   l.attr.id = cudaLaunchAttributeClusterDimension;
   l.attr.val.clusterDim.x = S;
   l.attr.val.clusterDim.y = 1;
@@ -238,6 +241,7 @@ int probe_all(int ctas) {
       {4096, 4096, 128, 1, 64, 2, "8B q/o, planned"},
       {1024, 4096, 512, 1, 64, 4, "8B k/v, 256 CTAs"},  {1024, 4096, 1024, 1, 64, 2, "8B k/v, 256 CTAs"},
       {4096, 4096, 256, 1, 64, 2, "8B q/o, 256 CTAs"},  {1024, 8192, 512, 1, 64, 4, "70B k/v, 256 CTAs"},
+      {1056, 1600, 200, 1, 64, 3, "edges, odd stages"}, {1056, 1600, 300, 2, 128, 1, "edges, odd stages"},
   };
   std::mt19937 rng(7);
   const Lt lt = make_lt();

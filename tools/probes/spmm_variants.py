@@ -25,15 +25,15 @@ from typing import Dict, List, Tuple
 
 KERNEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "cuda", "spmm_wg.cuh")
 
-_PRODUCT = "mma<0>(T{}, acc[h], desc64(st + S::kBBytes + arows + h * 64 * 64 + p * 32), bd, e[p][h]);"
+_PRODUCT = "mma<0>(T{}, acc[h], adesc<C>(st + S::kBBytes + arows + h * 64 * C + p * 32), bd, e[p][h]);"
 _STORE_PLAIN = "if (tok < M) gemv::put1<T>(out, static_cast<size_t>(tok) * N + row0 + 8 * (i >> 1), v[4 * j + i] + bias[i >> 1]);"
 _STORE_SUM = "gemv::put1<T>(out, static_cast<size_t>(tt) * N + rr, vals[i] + b);"
 _STORE_STAGED = ('asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\\n" ::"l"(y), "r"(v0), "r"(v1), "r"(v2), "r"(v3) '
                  ': "memory");')
 _EXPECT = "gemv::mbar_expect(full, S::kStageBytes);"
-_COPY_X = "      tma2d(st, tx, 64 * kc, m0, full);\n"
-_COPY_PACKED = "      tma2d(st + S::kBBytes, tp, 32 * kc, n0, full);\n"
-_COPY_META = "      tma2d(st + S::kBBytes + S::kABytes, tu, n0, 2 * kc, full);\n"
+_COPY_X = "#pragma unroll\n      for (int j = 0; j < C / 64; ++j) tma2d(st + j * BN * 128, tx, C * kc + 64 * j, m0, full);\n"
+_COPY_PACKED = "      tma2d(st + S::kBBytes, tp, C / 2 * kc, n0, full);\n"
+_COPY_META = "      tma2d(st + S::kBBytes + S::kABytes, tu, n0, S::kKTiles * kc, full);\n"
 # A value no sum or meta word takes: the guarded work is compiled, with its
 # operands computed, but never done.
 _NEVER_F = "1.2345e30f"
@@ -53,7 +53,7 @@ VARIANTS: Dict[str, Tuple[str, List[Tuple[str, str]]]] = {
                  [(_EXPECT, "gemv::mbar_expect(full, S::kStageBytes - S::kABytes);"), (_COPY_PACKED, "")]),
     "oneweight": ("the weight stream from memory: every CTA copies row tile 0's packed values and meta",
                   [(_COPY_PACKED, _COPY_PACKED.replace("n0, full", "0, full")),
-                   (_COPY_META, _COPY_META.replace("n0, 2 * kc", "0, 2 * kc"))]),
+                   (_COPY_META, _COPY_META.replace("n0, S::kKTiles", "0, S::kKTiles"))]),
     "onex": ("the activations from memory: every CTA copies token tile 0's",
              [(_COPY_X, _COPY_X.replace("m0, full", "0, full"))]),
 }

@@ -51,10 +51,8 @@ void launch_wg(int sms, void* Y, const uint16_t* X, const uint16_t* P, const uin
   }
   const long tiles = static_cast<long>((M + BN - 1) / BN) * ((N + S::kRows - 1) / S::kRows);
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
-  const TensorMap tx = encode(X, 2, K, M, 64, BN, CU_TENSOR_MAP_SWIZZLE_128B);
-  const TensorMap tp = encode(P, 2, K / 2, N, 32, S::kRows, CU_TENSOR_MAP_SWIZZLE_64B);
-  const TensorMap tu = encode(U, 4, N, K / 32, S::kRows, 2, CU_TENSOR_MAP_SWIZZLE_NONE);
-  wg_kernel<T, NWG, BN><<<grid, S::kThreads, S::kSmem>>>(Y, tx, tp, tu, M, N, K, B, out);
+  const Maps m = encode_maps<NWG, BN>(X, P, U, M, N, K);
+  wg_kernel<T, NWG, BN><<<grid, S::kThreads, S::kSmem>>>(Y, m.tx, m.tp, m.tu, M, N, K, B, out);
 }
 
 template <typename T>

@@ -85,10 +85,6 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
-struct Maps {
-  TensorMap tx, tp, tu;
-};
-
 // run times stream<ST, kCopies, kAllArrive> on ctas CTAs and prints its row.
 template <int ST, int kCopies, bool kAllArrive>
 void run(const Maps& m, const Busy& busy, uint64_t* span, int ctas) {
