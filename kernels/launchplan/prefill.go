@@ -27,10 +27,10 @@ type PrefillTile struct {
 // PrefillTiles returns the prefill kernel's tiles, largest first.
 func PrefillTiles() []PrefillTile {
 	return []PrefillTile{
-		{Rows: 256, Tokens: 192, StageUS: 0.662, SplitStageUS: 0.823},
-		{Rows: 256, Tokens: 128, StageUS: 0.368, SplitStageUS: 0.446},
-		{Rows: 128, Tokens: 128, StageUS: 0.236, SplitStageUS: 0.326},
-		{Rows: 128, Tokens: 64, StageUS: 0.190, SplitStageUS: 0.211},
+		{Rows: 256, Tokens: 192, StageUS: 0.673, SplitStageUS: 0.598},
+		{Rows: 256, Tokens: 128, StageUS: 0.411, SplitStageUS: 0.424},
+		{Rows: 128, Tokens: 128, StageUS: 0.191, SplitStageUS: 0.265},
+		{Rows: 128, Tokens: 64, StageUS: 0.149, SplitStageUS: 0.162},
 	}
 }
 
@@ -133,17 +133,17 @@ const MaxPrefillSplits = 8
 const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
-	prefillUnitUS = 0.550
+	prefillUnitUS = 0.784
 	// prefillSplitUS and prefillSumKiBUS are what splitting K adds: once,
 	// and per KiB of f32 sums a CTA reads from the cluster's other CTAs
 	// in the sum, which the cluster network's bandwidth bounds
 	// (docs/kernels.md §2.6).
-	prefillSplitUS  = 3.491
-	prefillSumKiBUS = 0.025
+	prefillSplitUS  = 3.621
+	prefillSumKiBUS = 0.019
 	// prefillTrafficUS is the time per MiB that the CTAs running at once
 	// bring into shared memory a stage, over the launch's stages: a
 	// stage takes longer the more CTAs share L2 and memory bandwidth.
-	prefillTrafficUS = 0.0095
+	prefillTrafficUS = 0.0197
 )
 
 // PrefillClusterCTAs is the most CTAs of the prefill kernel (one a SM:

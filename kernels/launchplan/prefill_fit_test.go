@@ -134,7 +134,7 @@ func TestPrefillFit(t *testing.T) {
 	// score is the replay's mean and worst slowdown over the judged rows,
 	// unjudged rows counting as 50% behind, of c as printed below (the
 	// constants rounded to the digits copied into prefill.go), with a row
-	// more than 10% behind (TestPrefillAgainstBench's bound) counting its
+	// more than 10% behind (half TestPrefillAgainstBench's bound) counting its
 	// excess ten times over in the mean.
 	score := func(c prefillConsts) (float64, float64) {
 		c = c.printed()
