@@ -27,10 +27,10 @@ type PrefillTile struct {
 // PrefillTiles returns the prefill kernel's tiles, largest first.
 func PrefillTiles() []PrefillTile {
 	return []PrefillTile{
-		{Rows: 256, Tokens: 192, StageUS: 0.673, SplitStageUS: 0.598},
-		{Rows: 256, Tokens: 128, StageUS: 0.411, SplitStageUS: 0.424},
-		{Rows: 128, Tokens: 128, StageUS: 0.191, SplitStageUS: 0.265},
-		{Rows: 128, Tokens: 64, StageUS: 0.149, SplitStageUS: 0.162},
+		{Rows: 256, Tokens: 192, StageUS: 0.694, SplitStageUS: 0.596},
+		{Rows: 256, Tokens: 128, StageUS: 0.418, SplitStageUS: 0.419},
+		{Rows: 128, Tokens: 128, StageUS: 0.170, SplitStageUS: 0.248},
+		{Rows: 128, Tokens: 64, StageUS: 0.134, SplitStageUS: 0.151},
 	}
 }
 
@@ -133,17 +133,23 @@ const MaxPrefillSplits = 8
 const (
 	// prefillUnitUS is a unit's time besides its stages: the ring
 	// filling, the last products and the stores.
-	prefillUnitUS = 0.784
+	prefillUnitUS = 1.851
 	// prefillSplitUS and prefillSumKiBUS are what splitting K adds: once,
 	// and per KiB of f32 sums a CTA reads from the cluster's other CTAs
 	// in the sum, which the cluster network's bandwidth bounds
 	// (docs/kernels.md §2.6).
-	prefillSplitUS  = 3.621
-	prefillSumKiBUS = 0.019
+	prefillSplitUS  = 2.773
+	prefillSumKiBUS = 0.037
 	// prefillTrafficUS is the time per MiB that the CTAs running at once
 	// bring into shared memory a stage, over the launch's stages: a
 	// stage takes longer the more CTAs share L2 and memory bandwidth.
-	prefillTrafficUS = 0.0197
+	prefillTrafficUS = 0.0343
+	// prefillWeightUS is the time per GiB of weight (packed values and
+	// meta) that a 64-column stage takes on top of its tile's: a stage
+	// takes longer the larger the weight, whose stream comes from memory
+	// rather than L2 (the 70B shapes at 128 tokens, where r128 t128 in two
+	// splits, half the stages, beats r128 t64 unsplit by 14%).
+	prefillWeightUS = 0.0966
 )
 
 // PrefillClusterCTAs is the most CTAs of the prefill kernel (one a SM:
@@ -191,9 +197,11 @@ func prefillSplitStages(k, stageK, splits int) (int, bool) {
 // (by prefillTrafficUS); and, for several splits, split = 1 (by
 // prefillSplitUS) and sumKiB = Rows·Tokens·4·(splits−1)/splits/1024,
 // the KiB a CTA reads from the others in the sum (by prefillSumKiBUS).
+// weight, the 64-column stages times the weight's GiB (n·k·9/16 bytes;
+// by prefillWeightUS).
 // The model is linear in its constants, so TestPrefillFit fits them to
 // bench rows by least squares.
-type prefillTerms struct{ stages, waves, split, sumKiB, traffic float64 }
+type prefillTerms struct{ stages, waves, split, sumKiB, traffic, weight float64 }
 
 // termsOf returns the terms of tile t with k in splits splits for an m ×
 // n × k product on sms SMs; the waves count the CTAs that run at once in
@@ -206,6 +214,7 @@ func termsOf(t PrefillTile, splits, m, n, k, sms int) prefillTerms {
 	active := float64(min(units, ctas))
 	x := prefillTerms{stages: waves * float64(per*t.StageK()/prefillStageK), waves: waves,
 		traffic: waves * float64(per) * active * float64(t.stageBytes()) / (1 << 20)}
+	x.weight = x.stages * float64(n) * float64(k) * 9 / 16 / (1 << 30)
 	if splits > 1 {
 		x.split, x.sumKiB = 1, float64(t.Rows*t.Tokens*4*(splits-1))/float64(splits)/1024
 	}
@@ -221,7 +230,7 @@ func prefillCost(t PrefillTile, splits, m, n, k, sms int) float64 {
 	if splits > 1 {
 		stage = t.SplitStageUS
 	}
-	return x.stages*stage + x.waves*prefillUnitUS + x.split*prefillSplitUS + x.sumKiB*prefillSumKiBUS + x.traffic*prefillTrafficUS
+	return x.stages*stage + x.waves*prefillUnitUS + x.split*prefillSplitUS + x.sumKiB*prefillSumKiBUS + x.traffic*prefillTrafficUS + x.weight*prefillWeightUS
 }
 
 // String names p as kernels.Device.SparseCandidates lists it: "prefill",
@@ -351,7 +360,7 @@ type PrefillRecord struct {
 // PrefillRecordsTo is how far PrefillRecords plans: the token counts past
 // it take the last record (ChoosePrefill's tile no longer changes there
 // on the Llama-family shapes: TestPrefillRecords).
-const PrefillRecordsTo = 1 << 17
+const PrefillRecordsTo = 1 << 18
 
 // PrefillRecords returns ChoosePrefill's launches of an n × k weight of
 // element type dt for every token count from MaxTokens+1 to

@@ -17,11 +17,12 @@ type prefillConsts []float64
 // committedPrefillConsts returns the constants prefillCost uses.
 func committedPrefillConsts() prefillConsts {
 	tiles := PrefillTiles()
-	c := make(prefillConsts, 2*len(tiles)+4)
+	c := make(prefillConsts, 2*len(tiles)+5)
 	for i, t := range tiles {
 		c[i], c[len(tiles)+i] = t.StageUS, t.SplitStageUS
 	}
 	c[2*len(tiles)], c[2*len(tiles)+1], c[2*len(tiles)+2], c[2*len(tiles)+3] = prefillUnitUS, prefillSplitUS, prefillSumKiBUS, prefillTrafficUS
+	c[2*len(tiles)+4] = prefillWeightUS
 	return c
 }
 
@@ -30,13 +31,14 @@ func committedPrefillConsts() prefillConsts {
 func prefillRow(i, splits, m, n, k, sms int) []float64 {
 	tiles := PrefillTiles()
 	x := termsOf(tiles[i], splits, m, n, k, sms)
-	row := make([]float64, 2*len(tiles)+4)
+	row := make([]float64, 2*len(tiles)+5)
 	if splits > 1 {
 		row[len(tiles)+i] = x.stages
 	} else {
 		row[i] = x.stages
 	}
 	row[2*len(tiles)], row[2*len(tiles)+1], row[2*len(tiles)+2], row[2*len(tiles)+3] = x.waves, x.split, x.sumKiB, x.traffic
+	row[2*len(tiles)+4] = x.weight
 	return row
 }
 
@@ -134,7 +136,7 @@ func TestPrefillFit(t *testing.T) {
 	// score is the replay's mean and worst slowdown over the judged rows,
 	// unjudged rows counting as 50% behind, of c as printed below (the
 	// constants rounded to the digits copied into prefill.go), with a row
-	// more than 10% behind (half TestPrefillAgainstBench's bound) counting its
+	// more than 10% behind (TestPrefillAgainstBench's bound) counting its
 	// excess ten times over in the mean.
 	score := func(c prefillConsts) (float64, float64) {
 		c = c.printed()
@@ -192,6 +194,7 @@ func TestPrefillFit(t *testing.T) {
 	}
 	n := 2 * len(PrefillTiles())
 	fmt.Fprintf(&src, "prefillUnitUS = %.3f, prefillSplitUS = %.3f, prefillSumKiBUS = %.3f, prefillTrafficUS = %.4f", fitted[n], fitted[n+1], fitted[n+2], fitted[n+3])
+	fmt.Fprintf(&src, ", prefillWeightUS = %.4f", fitted[n+4])
 	t.Logf("%d timed plans in %d rows; fitted:\n%s", len(a), len(rows), src.String())
 	t.Logf("replay: committed %.2f%% behind on average, %.0f%% at worst (%d judged); fitted %.2f%%, %.0f%% (%d judged)",
 		100*was.mean, 100*was.worst, was.judged, 100*now.mean, 100*now.worst, now.judged)
@@ -207,7 +210,7 @@ func (c prefillConsts) printed() prefillConsts {
 	out := make(prefillConsts, len(c))
 	for i, v := range c {
 		scale := 1e3
-		if i == len(c)-1 {
+		if i >= len(c)-2 {
 			scale = 1e4
 		}
 		out[i] = math.Round(v*scale) / scale
