@@ -18,9 +18,10 @@
 // Roles. The CTA is NWG consumer warpgroups and one producer warpgroup
 // (the last), of which one thread works: for each stage it waits for its
 // ring slot's `empty` mbarrier, announces the stage's bytes on the slot's
-// `full` mbarrier and queues three bulk tensor copies (TMA) that complete
-// on it: the activations of BN tokens, the packed values of the R rows
-// and their meta, through the tensor maps described at TensorMap (the
+// `full` mbarrier and queues the bulk tensor copies (TMA) that complete
+// on it: the activations of BN tokens (kCols / 64 boxes), the packed
+// values of the R rows and their meta, through the tensor maps described
+// at TensorMap (the
 // copy engine zero-fills what lies out of bounds). The first thread of
 // each consumer warpgroup arrives on `empty` once the warpgroup's products
 // of the slot are done (as CUTLASS's PipelineTmaAsync releases a stage:
