@@ -23,11 +23,11 @@
 // runs compare by index), two with tokens and rows off the tile
 // ("edges"), and three unsplit 256-row tiles the planner picks for the
 // wide shapes at 512–1024 tokens, and four r128 t64 plans of 256 CTAs
-// (indices 23–26: two waves with one CTA a SM, as the kernel is built;
-// one wave with two, given a ring of at most 4 slots in place of
-// spmm_wg.cuh's, 69 KB a CTA: `sed 's/kFit < 8 ? kFit : 8/kFit < 4 ? kFit : 4/'`, and
-// SPLITK_MIN_BLOCKS 2 defined at its top, as a $PROBE_VARIANTS header
-// of prefill_run.sh), then two with K = 1600 (indices 27 and 28: an odd
+// (indices 23–26: two waves with one CTA a SM, as the kernel is built,
+// 0.53–0.65x dense on an H200; one wave would need two CTAs a SM, a ring
+// of at most 3 of the 128-column slots, 35 KB each, and SPLITK_MIN_BLOCKS
+// 2 defined at the top of a $PROBE_VARIANTS header of prefill_run.sh),
+// then two with K = 1600 (indices 27 and 28: an odd
 // count of 64-column stages, zero-filled past K in the last stage, split
 // and unsplit). $SPLITK_PLANS (indices,
 // e.g. "0,6") runs only those, as ncu does; $SPLITK_CTAS_PER_SM (default
